@@ -1,0 +1,97 @@
+import { resolve } from 'node:path';
+
+/** Everything the processes read from the environment, parsed once at start-up. */
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  /** Base URL clients reach the API at; upload links of the local store point here. */
+  readonly publicUrl: string;
+  readonly databaseUrl: string | undefined;
+  readonly redisUrl: string | undefined;
+  readonly dataDir: string;
+  readonly docsUrl: string;
+  readonly bodyLimitBytes: number;
+  readonly databasePoolSize: number;
+  readonly storage: StorageConfig;
+  readonly importBatchSize: number;
+  readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
+}
+
+export type StorageConfig =
+  | { readonly driver: 'local'; readonly dir: string; readonly uploadSecret: string | undefined }
+  | {
+      readonly driver: 's3';
+      readonly endpoint: string | undefined;
+      readonly region: string;
+      readonly bucket: string;
+      readonly accessKeyId: string | undefined;
+      readonly secretAccessKey: string | undefined;
+      readonly forcePathStyle: boolean;
+    };
+
+export class ConfigError extends Error {}
+
+function int(env: Record<string, string | undefined>, name: string, fallback: number, min: number, max: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new ConfigError(`${name} must be an integer from ${min} to ${max}, got "${raw}"`);
+  }
+  return value;
+}
+
+function bool(env: Record<string, string | undefined>, name: string, fallback: boolean): boolean {
+  const raw = env[name]?.toLowerCase();
+  if (raw === undefined || raw === '') return fallback;
+  if (['1', 'true', 'yes'].includes(raw)) return true;
+  if (['0', 'false', 'no'].includes(raw)) return false;
+  throw new ConfigError(`${name} must be true or false, got "${env[name]}"`);
+}
+
+function nonEmpty(env: Record<string, string | undefined>, name: string): string | undefined {
+  const raw = env[name]?.trim();
+  return raw ? raw : undefined;
+}
+
+/** Reads and validates the environment; throws ConfigError naming the variable at fault. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const port = int(env, 'PORT', 3000, 0, 65535);
+  const host = nonEmpty(env, 'HOST') ?? '0.0.0.0';
+  const dataDir = resolve(nonEmpty(env, 'DATA_DIR') ?? '.data');
+  const bucket = nonEmpty(env, 'S3_BUCKET');
+  const driver = nonEmpty(env, 'STORAGE_DRIVER') ?? (bucket ? 's3' : 'local');
+  if (driver !== 'local' && driver !== 's3') throw new ConfigError(`STORAGE_DRIVER must be local or s3, got "${driver}"`);
+  let storage: StorageConfig;
+  if (driver === 's3') {
+    if (!bucket) throw new ConfigError('S3_BUCKET is required when STORAGE_DRIVER is s3');
+    storage = {
+      driver,
+      endpoint: nonEmpty(env, 'S3_ENDPOINT'),
+      region: nonEmpty(env, 'S3_REGION') ?? 'us-east-1',
+      bucket,
+      accessKeyId: nonEmpty(env, 'S3_ACCESS_KEY_ID'),
+      secretAccessKey: nonEmpty(env, 'S3_SECRET_ACCESS_KEY'),
+      forcePathStyle: bool(env, 'S3_FORCE_PATH_STYLE', true),
+    };
+  } else {
+    storage = { driver, dir: resolve(nonEmpty(env, 'STORAGE_DIR') ?? `${dataDir}/objects`), uploadSecret: nonEmpty(env, 'UPLOAD_SECRET') };
+  }
+  const logLevel = (nonEmpty(env, 'LOG_LEVEL') ?? 'info') as Config['logLevel'];
+  if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be debug, info, warn or error`);
+  const publicUrl = (nonEmpty(env, 'PUBLIC_URL') ?? `http://localhost:${port}`).replace(/\/+$/, '');
+  return Object.freeze({
+    port,
+    host,
+    publicUrl,
+    databaseUrl: nonEmpty(env, 'DATABASE_URL'),
+    redisUrl: nonEmpty(env, 'REDIS_URL'),
+    dataDir,
+    docsUrl: (nonEmpty(env, 'DOCS_URL') ?? 'https://docs.contacts.example').replace(/\/+$/, ''),
+    bodyLimitBytes: int(env, 'BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
+    databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 500),
+    storage: Object.freeze(storage),
+    importBatchSize: int(env, 'IMPORT_BATCH_SIZE', 100_000, 1, 1_000_000),
+    logLevel,
+  });
+}

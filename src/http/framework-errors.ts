@@ -1,0 +1,54 @@
+import { ApiError, invalidRequest, notFound, pointer, type FieldError } from '../errors';
+
+interface ValueErrorLike {
+  path: string;
+  message: string;
+  schema?: { error?: unknown };
+}
+
+// Messages for parameters whose TypeBox error text would be unhelpful ("Expected union value").
+function customMessage(e: ValueErrorLike): string | undefined {
+  return typeof e.schema?.error === 'string' ? e.schema.error : undefined;
+}
+
+/** Unescapes a JSON pointer segment the way RFC 6901 says. */
+function segment(path: string): string {
+  return path.replace(/^\//, '').split('/')[0]!.replaceAll('~1', '/').replaceAll('~0', '~');
+}
+
+/**
+ * Turns Elysia's framework failures (validation, parse, unknown route) into ApiErrors. Validation
+ * failures are 400 with a JSON pointer for body fields and `parameter` for query and path values,
+ * never 422.
+ */
+export function fromFramework(code: unknown, error: unknown): ApiError | undefined {
+  if (error instanceof ApiError) return error;
+  if (code === 'NOT_FOUND') return notFound('No such route. Every path lives under /v1.');
+  if (code === 'PARSE') return invalidRequest('The request body is not valid JSON.');
+  if (code === 'VALIDATION') {
+    const v = error as { type?: string; all?: ValueErrorLike[] };
+    const all = (v.all ?? []).filter((e) => e.path !== undefined);
+    const first = all[0];
+    const where = v.type ?? 'body';
+    if (!first) return invalidRequest(`The request ${where} is not valid.`);
+    const errors: FieldError[] = [];
+    const seen = new Set<string>();
+    for (const e of all) {
+      const path = e.path === '' ? '' : e.path;
+      if (seen.has(path)) continue;
+      seen.add(path);
+      const detail = customMessage(e) ?? describe(where, path, e.message);
+      if (where === 'body') errors.push({ detail, pointer: path });
+      else errors.push({ detail, parameter: segment(path) });
+    }
+    return invalidRequest(errors[0]!.detail, errors);
+  }
+  return undefined;
+}
+
+function describe(where: string, path: string, message: string): string {
+  if (where === 'body') return path === '' ? `The request body is not valid: ${message}.` : `${path}: ${message}.`;
+  return `The ${where === 'params' ? 'path' : 'query'} parameter ${segment(path)} is not valid: ${message}.`;
+}
+
+export { pointer };

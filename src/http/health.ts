@@ -1,0 +1,20 @@
+import { Elysia, t } from 'elysia';
+import type { Deps } from '../deps';
+
+/** Liveness and readiness, without auth, for load balancers and the container HEALTHCHECK. */
+export function healthRoutes(deps: Deps & { pingRedis?: () => Promise<unknown> }) {
+  return new Elysia({ detail: { tags: ['Operations'] } })
+    .get('/healthz', () => ({ status: 'ok' }), { response: t.Object({ status: t.String() }) })
+    .get(
+      '/readyz',
+      async ({ set }) => {
+        const checks: Record<string, 'ok' | 'down'> = {};
+        checks.database = await deps.sql`select 1`.then(() => 'ok' as const, () => 'down' as const);
+        if (deps.queue) checks.redis = await deps.queue.ping().then(() => 'ok' as const, () => 'down' as const);
+        const ready = Object.values(checks).every((c) => c === 'ok');
+        set.status = ready ? 200 : 503;
+        return { status: ready ? 'ready' : 'not ready', checks };
+      },
+      { response: t.Object({ status: t.String(), checks: t.Record(t.String(), t.String()) }) },
+    );
+}
