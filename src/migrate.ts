@@ -35,10 +35,16 @@ export async function migrate(sql: Sql, log: (msg: string) => void = () => {}): 
           if (known !== checksum) throw new MigrationError(`Migration ${file} changed after it was applied; add a new migration instead.`);
           continue;
         }
-        await conn.begin(async (tx) => {
-          await tx.unsafe(text);
-          await tx`insert into schema_migrations (version, checksum) values (${file}, ${checksum})`;
-        });
+        // A reserved connection has no begin(): the transaction is spelled out on it.
+        await conn`begin`;
+        try {
+          await conn.unsafe(text);
+          await conn`insert into schema_migrations (version, checksum) values (${file}, ${checksum})`;
+          await conn`commit`;
+        } catch (e) {
+          await conn`rollback`.catch(() => {});
+          throw e;
+        }
         applied.push(file);
         log(`applied migration ${file}`);
       }
