@@ -7,6 +7,7 @@ import { resolveDatabaseUrl, resolveRedisUrl } from './cli/local/urls';
 import { createStore } from './storage';
 import { createImportQueue } from './imports/bullmq-queue';
 import { uploadHandler } from './uploads';
+import { migrate } from './migrate';
 
 let config;
 try {
@@ -22,6 +23,8 @@ try {
 const db = await resolveDatabaseUrl(config);
 const redis = await resolveRedisUrl(config);
 const sql = connect(db.url, config.databasePoolSize);
+// Replicas starting together are safe: migrations run under an advisory lock.
+if (process.env.MIGRATE_ON_START !== 'false') await migrate(sql, (m) => log('info', m));
 const storage = await createStore(config);
 const queue = createImportQueue(redis.url);
 const deps = { config, sql, storage, queue };

@@ -1,0 +1,100 @@
+/**
+ * `npm start`: the whole service on embedded defaults. Starts (or reuses) PostgreSQL and Redis when
+ * no DATABASE_URL / REDIS_URL is configured, migrates, creates the demo account, runs the API and
+ * the worker as child processes, and stops everything it started on Ctrl-C / SIGTERM.
+ */
+import { ConfigError, loadConfig } from '../config';
+import { connect } from '../db';
+import { migrate } from '../migrate';
+import { runDemo } from './admin/demo';
+import { resolveDatabaseUrl, resolveRedisUrl } from './local/urls';
+
+const say = (msg: string) => console.error(`[start] ${msg}`);
+
+let config;
+try {
+  config = loadConfig();
+} catch (e) {
+  if (e instanceof ConfigError) {
+    console.error(`configuration error: ${e.message}`);
+    process.exit(2);
+  }
+  throw e;
+}
+
+const db = await resolveDatabaseUrl(config, say);
+const redis = await resolveRedisUrl(config, say);
+const children: Bun.Subprocess[] = [];
+let stopping = false;
+
+async function stopAll(code: number): Promise<never> {
+  if (!stopping) {
+    stopping = true;
+    say('stopping…');
+    for (const child of children) child.kill('SIGTERM');
+    const exited = Promise.all(children.map((c) => c.exited));
+    const timeout = new Promise((r) => setTimeout(r, 20_000));
+    if ((await Promise.race([exited.then(() => 'done'), timeout])) !== 'done') for (const c of children) c.kill('SIGKILL');
+    await redis.stop().catch((e) => say(`redis stop failed: ${e}`));
+    await db.stop().catch((e) => say(`postgres stop failed: ${e}`));
+    say('stopped');
+  }
+  process.exit(code);
+}
+process.on('SIGINT', () => void stopAll(0));
+process.on('SIGTERM', () => void stopAll(0));
+
+async function prepareDatabase() {
+  const sql = connect(db.url, 2);
+  try {
+    await migrate(sql, say);
+    return await runDemo(sql);
+  } finally {
+    await sql.end();
+  }
+}
+const demo = await prepareDatabase().catch(async (e) => {
+  say(`start-up failed: ${e instanceof Error ? e.message : e}`);
+  return stopAll(1);
+});
+
+const env = { ...process.env, DATABASE_URL: db.url, REDIS_URL: redis.url };
+for (const [name, entry] of [['api', 'src/index.ts'], ['worker', 'worker/index.ts']] as const) {
+  const child = Bun.spawn([process.execPath, entry], { env, stdio: ['ignore', 'inherit', 'inherit'] });
+  children.push(child);
+  void child.exited.then((code) => {
+    if (!stopping) {
+      say(`${name} exited unexpectedly (code ${code})`);
+      void stopAll(1);
+    }
+  });
+}
+
+const base = `http://localhost:${config.port}`;
+for (let i = 0; ; i++) {
+  const ok = await fetch(`${base}/healthz`).then((r) => r.ok, () => false);
+  if (ok) break;
+  if (i > 300) {
+    say('the API did not become healthy within 30 s');
+    await stopAll(1);
+  }
+  await Bun.sleep(100);
+}
+
+console.log(
+  [
+    '',
+    'Contact service is up.',
+    `  Base URL:    ${base}`,
+    `  API key:     ${demo.key}`,
+    `  Swagger UI:  ${base}/docs`,
+    `  OpenAPI:     ${base}/docs/json`,
+    `  Account:     ${demo.accountId}`,
+    '',
+    `Try: curl -H "Authorization: Bearer ${demo.key}" ${base}/v1/brands`,
+    'Demo data:',
+    JSON.stringify(demo),
+    'Press Ctrl-C to stop.',
+    '',
+  ].join('\n'),
+);
