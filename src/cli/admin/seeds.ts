@@ -1,23 +1,12 @@
 import type { Sql } from '../../db';
+import { isValidEmail } from '../../contacts/email';
 import { requireAccount } from './accounts';
 import { parseFlags, UsageError, uuidFlag, type Command } from './args';
 
-// Whitespace (incl. Unicode spaces) and control characters are never part of an address.
-const SPACE_OR_CONTROL = /[\s\u0000-\u001f\u007f-\u009f]/u;
-
-/**
- * The design's email rule: trimmed, at most 254 characters, exactly one `@` with something before
- * it, a dotted domain with no empty label, no spaces or control characters. Returns the trimmed
- * address, or undefined when it is not one.
- */
+/** The trimmed address when it passes the service's one email rule, else undefined. */
 export function validEmail(raw: string): string | undefined {
   const email = raw.trim();
-  if (email.length === 0 || email.length > 254 || SPACE_OR_CONTROL.test(email)) return undefined;
-  const parts = email.split('@');
-  if (parts.length !== 2) return undefined;
-  const [local, domain] = parts as [string, string];
-  if (local === '' || !domain.includes('.') || domain.split('.').some((label) => label === '')) return undefined;
-  return email;
+  return isValidEmail(email) ? email : undefined;
 }
 
 export async function addSeed(sql: Sql, accountId: string, email: string): Promise<string> {
