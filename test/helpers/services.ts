@@ -1,10 +1,22 @@
-import { resolve } from 'node:path';
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { loadConfig } from '../../src/config';
 import { connect } from '../../src/db';
 import { migrate } from '../../src/migrate';
 import { resolveDatabaseUrl, resolveRedisUrl } from '../../src/cli/local/urls';
 
-export const TEMPLATE_DB = 'contacts_test_template';
+const MIGRATIONS = resolve(import.meta.dir, '../../sql/migrations');
+
+/**
+ * The template is named by a hash of the migration files: runs with the same migrations reuse it,
+ * and concurrent runs never drop a template another run is cloning.
+ */
+export const TEMPLATE_DB = (() => {
+  const hash = createHash('sha256');
+  for (const f of readdirSync(MIGRATIONS).sort()) hash.update(f).update(readFileSync(join(MIGRATIONS, f)));
+  return `contacts_tpl_${hash.digest('hex').slice(0, 16)}`;
+})();
 
 export interface TestServices {
   /** URL of the server's maintenance database, for CREATE/DROP DATABASE. */
@@ -30,19 +42,7 @@ export async function startTestServices(log?: (m: string) => void): Promise<Test
   const db = await resolveDatabaseUrl(config, log);
   const redis = await resolveRedisUrl(config, log);
   const adminUrl = withDatabase(db.url, 'postgres');
-  const admin = connect(adminUrl, 1);
-  try {
-    await admin.unsafe(`drop database if exists ${TEMPLATE_DB} with (force)`);
-    await admin.unsafe(`create database ${TEMPLATE_DB}`);
-  } finally {
-    await admin.end();
-  }
-  const template = connect(withDatabase(db.url, TEMPLATE_DB), 1);
-  try {
-    await migrate(template);
-  } finally {
-    await template.end();
-  }
+  await ensureTemplate(adminUrl);
   return {
     adminUrl,
     redisUrl: redis.url,
@@ -51,6 +51,32 @@ export async function startTestServices(log?: (m: string) => void): Promise<Test
       await db.stop();
     },
   };
+}
+
+/** Builds the template under a temporary name and renames it into place, so it appears complete. */
+async function ensureTemplate(adminUrl: string): Promise<void> {
+  const admin = connect(adminUrl, 1);
+  try {
+    const [exists] = await admin`select 1 from pg_database where datname = ${TEMPLATE_DB}`;
+    if (exists) return;
+    const building = `${TEMPLATE_DB}_b${process.pid}`;
+    await admin.unsafe(`drop database if exists ${building}`);
+    await admin.unsafe(`create database ${building}`);
+    const template = connect(withDatabase(adminUrl, building), 1);
+    try {
+      await migrate(template);
+    } finally {
+      await template.end();
+    }
+    try {
+      await admin.unsafe(`alter database ${building} rename to ${TEMPLATE_DB}`);
+    } catch {
+      // Another run finished the same template first.
+      await admin.unsafe(`drop database if exists ${building}`);
+    }
+  } finally {
+    await admin.end();
+  }
 }
 
 let shared: Promise<{ adminUrl: string; redisUrl: string }> | undefined;
