@@ -39,3 +39,21 @@ export function md5ToUuid(md5: string): string {
 export function uuidToMd5(uuid: string): string {
   return uuid.replaceAll('-', '');
 }
+
+/** The read-only sub-attributes every `email`-type attribute expands into (DESIGN.md). */
+export const DERIVED_SUB_KEYS = ['md5', 'sha256', 'sha512', 'domain'] as const;
+
+/**
+ * `name:md5`, `name:sha256`, `name:sha512` (of the lowercased address) and `name:domain`.
+ * @example derivedOf('work', 'Ann@Example.com')['work:domain'] // 'example.com'
+ */
+export function derivedOf(name: string, address: string): Record<string, string> {
+  const lower = normaliseEmail(address);
+  const hex = (algorithm: string) => createHash(algorithm).update(lower).digest('hex');
+  return {
+    [`${name}:md5`]: hex('md5'),
+    [`${name}:sha256`]: hex('sha256'),
+    [`${name}:sha512`]: hex('sha512'),
+    [`${name}:domain`]: lower.slice(lower.lastIndexOf('@') + 1),
+  };
+}

@@ -1,6 +1,101 @@
-import { Elysia } from 'elysia';
+import { Elysia, t } from 'elysia';
 import type { Deps } from '../deps';
+import { authOf } from '../http/context';
+import { errorResponses } from '../http/openapi';
+import { assertBodyShape } from './body';
+import { addContactBrands, listContactBrands, removeContactBrand } from './brands';
+import {
+  AddBrandsBody,
+  BODY_FIELDS,
+  Contact,
+  ContactBrandParams,
+  ContactBrands,
+  CreateContactBody,
+  DisableContactBody,
+  EmailMd5Params,
+  PatchContactBody,
+} from './model';
+import { createContact, disableContact, getContact, patchContact } from './service';
 
-export function contactRoutes(_deps: Deps) {
-  return new Elysia({ detail: { tags: ['Contacts'] } });
+/**
+ * Brand assignment under `/brands` and, identically, under the deprecated `/subscriptions`.
+ * Registered twice from one definition so the two paths cannot drift apart.
+ */
+function brandAssignmentRoutes({ sql }: Deps, segment: 'brands' | 'subscriptions') {
+  const deprecated = segment === 'subscriptions';
+  const note = deprecated ? ' (deprecated alternate of /brands)' : '';
+  return new Elysia({ prefix: '/v1/contacts', detail: { tags: ['Contacts'] } })
+    .get(`/:emailMd5/${segment}`, ({ request, params }) => listContactBrands(sql, authOf(request).accountId, params.emailMd5), {
+      params: EmailMd5Params,
+      response: { 200: ContactBrands, ...errorResponses(400, 404) },
+      detail: { summary: `List the contact's brands${note}`, deprecated },
+    })
+    .post(
+      `/:emailMd5/${segment}`,
+      ({ request, params, body }) =>
+        addContactBrands(sql, authOf(request).accountId, params.emailMd5, body.brandIds, body.publishBrandSubscribeEvents ?? true),
+      {
+        transform: ({ body }) => assertBodyShape(body, BODY_FIELDS.addBrands),
+        params: EmailMd5Params,
+        body: AddBrandsBody,
+        response: { 200: ContactBrands, ...errorResponses(400, 404, 409) },
+        detail: { summary: `Add brands to the contact${note}`, deprecated },
+      },
+    )
+    .delete(
+      `/:emailMd5/${segment}/:brandId`,
+      async ({ request, params, set }) => {
+        await removeContactBrand(sql, authOf(request).accountId, params.emailMd5, params.brandId);
+        set.status = 204;
+      },
+      {
+        params: ContactBrandParams,
+        response: { 204: t.Void({ description: 'Removed; no body.' }), ...errorResponses(400, 404, 409) },
+        detail: { summary: `Remove a brand from the contact${note}`, deprecated },
+      },
+    );
+}
+
+function contactResourceRoutes({ sql }: Deps) {
+  return new Elysia({ prefix: '/v1/contacts', detail: { tags: ['Contacts'] } })
+    .post(
+      '/',
+      async ({ request, body, set }) => {
+        const { created, contact } = await createContact(sql, authOf(request).accountId, body);
+        set.status = created ? 201 : 200;
+        return contact;
+      },
+      {
+        transform: ({ body }) => assertBodyShape(body, BODY_FIELDS.create),
+        body: CreateContactBody,
+        response: { 200: Contact, 201: Contact, ...errorResponses(400, 409) },
+        detail: { summary: 'Create a contact, or merge into an existing one', description: '201 when created; 200 when merged or skipped.' },
+      },
+    )
+    .get('/:emailMd5', ({ request, params }) => getContact(sql, authOf(request).accountId, params.emailMd5), {
+      params: EmailMd5Params,
+      response: { 200: Contact, ...errorResponses(400, 404) },
+      detail: { summary: 'Get a contact' },
+    })
+    .patch('/:emailMd5', ({ request, params, body }) => patchContact(sql, authOf(request).accountId, params.emailMd5, body.attributes), {
+      transform: ({ body }) => assertBodyShape(body, BODY_FIELDS.patch),
+      params: EmailMd5Params,
+      body: PatchContactBody,
+      response: { 200: Contact, ...errorResponses(400, 404, 409) },
+      detail: { summary: 'Update attributes (RFC 7386 merge patch)' },
+    })
+    .post('/:emailMd5/disable', ({ request, params }) => disableContact(sql, authOf(request).accountId, params.emailMd5), {
+      transform: ({ body }) => assertBodyShape(body, BODY_FIELDS.disable, true),
+      params: EmailMd5Params,
+      body: DisableContactBody,
+      response: { 200: Contact, ...errorResponses(400, 404, 409) },
+      detail: { summary: 'Disable a contact', description: 'No body (an empty JSON object is accepted). Idempotent.' },
+    });
+}
+
+export function contactRoutes(deps: Deps) {
+  return new Elysia()
+    .use(contactResourceRoutes(deps))
+    .use(brandAssignmentRoutes(deps, 'brands'))
+    .use(brandAssignmentRoutes(deps, 'subscriptions'));
 }
