@@ -1,13 +1,38 @@
 import type { Readable } from 'node:stream';
 
+/** Size and ETag of a stored object; the ETag is quoted, as S3 returns it. */
+export interface ObjectInfo {
+  size: number;
+  etag: string;
+  /** When the object arrived, where the store knows it (S3 Last-Modified). */
+  lastModified?: Date;
+}
+
+/** What an upload link is for: the object key it writes and the import it belongs to. */
+export interface UploadTarget {
+  key: string;
+  accountId: string;
+  importId: string;
+  expiresAt: Date;
+}
+
+/** Thrown by `read` when the object is gone or no longer matches the pinned ETag. */
+export class ObjectChangedError extends Error {}
+
 /** The object store behind contact-import uploads: S3-compatible or the embedded local one. */
 export interface ObjectStore {
   readonly driver: 'local' | 's3';
-  /** A URL the client PUTs the file to, valid until `expiresAt`. */
-  presignUpload(key: string, importId: string, expiresAt: Date): Promise<string>;
+  /** A URL the client PUTs the file to; the upload must start before `expiresAt`. */
+  presignUpload(target: UploadTarget): Promise<string>;
   /** Size and ETag of an object, or undefined when it has not arrived. */
-  head(key: string): Promise<{ size: number; etag: string } | undefined>;
-  /** Streams the object; with `etag`, fails if the object changed since it was pinned. */
+  head(key: string): Promise<ObjectInfo | undefined>;
+  /**
+   * Streams the object; with `etag` (from `head`), throws ObjectChangedError if the object was
+   * replaced since, so a later PUT is never imported.
+   */
   read(key: string, etag?: string): Promise<Readable>;
+  /** Stores a local file under `key` (the admin `import` command of manual uploads). */
+  putFile(key: string, path: string): Promise<ObjectInfo>;
+  /** Deletes the object; no error when it does not exist. */
   remove(key: string): Promise<void>;
 }
