@@ -19,18 +19,27 @@ const WHAT: Record<string, string> = {
  */
 export async function withContactWrite<T>(sql: Sql, accountId: string, fn: (tx: Tx) => Promise<T>): Promise<T> {
   const result = await sql.begin(async (tx) => {
+    // Checked before the lock too: a write arriving mid-batch is refused at once instead of
+    // waiting for the batch to commit only to be refused then.
+    await refuseDuringBulkOperation(tx, accountId);
     await tx`select pg_advisory_xact_lock_shared(hashtextextended(${accountId}::uuid::text, 0))`;
-    const [op] = await tx<{ kind: string; seconds: number }[]>`
-      select kind, ceil(extract(epoch from estimated_end - clock_timestamp()))::int as seconds
-      from bulk_operations
-      where account_id = ${accountId}
-      order by estimated_end desc
-      limit 1`;
-    if (op) {
-      const seconds = Math.max(1, op.seconds);
-      throw operationInProgress(`${WHAT[op.kind] ?? 'A bulk contact operation is running'}; single contact writes are held until it ends. Retry in about ${seconds} s.`, seconds);
-    }
+    await refuseDuringBulkOperation(tx, accountId);
     return fn(tx);
   });
   return result as T;
+}
+
+async function refuseDuringBulkOperation(tx: Tx, accountId: string): Promise<void> {
+  const [op] = await tx<{ kind: string; seconds: number }[]>`
+    select kind, ceil(extract(epoch from estimated_end - clock_timestamp()))::int as seconds
+    from bulk_operations
+    where account_id = ${accountId}
+    order by estimated_end desc
+    limit 1`;
+  if (!op) return;
+  const seconds = Math.max(1, op.seconds);
+  throw operationInProgress(
+    `${WHAT[op.kind] ?? 'A bulk contact operation is running'}; single contact writes are held until it ends. Retry in about ${seconds} s.`,
+    seconds,
+  );
 }
