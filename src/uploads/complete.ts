@@ -1,0 +1,34 @@
+import type { Sql } from '../db';
+import type { LocalStore, Received } from '../storage/local';
+
+/** Whether an import still takes a file, and how long its 24-hour window has left (DB clock). */
+export async function uploadWindow(sql: Sql, accountId: string, importId: string): Promise<{ open: boolean; msLeft: number }> {
+  const [row] = await sql<{ open: boolean; ms_left: number }[]>`
+    select status in ('awaiting-upload', 'uploaded') and started_at is null as open,
+           extract(epoch from (created_at + interval '24 hours' - now())) * 1000 as ms_left
+    from contact_imports where account_id = ${accountId} and id = ${importId}`;
+  return row ? { open: row.open && row.ms_left > 0, msLeft: Number(row.ms_left) } : { open: false, msLeft: 0 };
+}
+
+/**
+ * Makes a received file the import's object, if the import still takes one: awaiting upload, or
+ * uploaded but not yet started (the last file before the start is the one imported), and within
+ * 24 hours of creation. The UPDATE's row lock is held while the file is renamed into place, so the
+ * worker's start (which updates the same row) sees either the old file and ETag or the new ones,
+ * never a mix. Returns false, changing nothing, when the import no longer takes a file.
+ */
+export async function completeUpload(sql: Sql, store: LocalStore, accountId: string, importId: string, key: string, r: Received): Promise<boolean> {
+  return sql.begin(async (tx) => {
+    const [row] = await tx`
+      update contact_imports
+      set status = 'uploaded', object_key = ${key}, object_etag = ${`"${r.md5}"`}, object_size = ${r.size},
+          uploaded_at = now(), updated_at = now()
+      where account_id = ${accountId} and id = ${importId}
+        and status in ('awaiting-upload', 'uploaded') and started_at is null
+        and created_at > now() - interval '24 hours'
+      returning id`;
+    if (!row) return false;
+    await store.commit(key, r);
+    return true;
+  });
+}

@@ -1,0 +1,75 @@
+import type { Deps } from '../deps';
+import { errorFields, log } from '../http/log';
+import { importObjectKey } from '../storage';
+import { EntityTooLargeError, LocalStore, MAX_UPLOAD_BYTES, type Received } from '../storage/local';
+import { accessDenied, entityTooLarge, s3Error } from './s3-error';
+import { completeUpload, uploadWindow } from './complete';
+
+class WindowClosedError extends Error {}
+
+const PREFIX = '/uploads/';
+
+/**
+ * `PUT /uploads/<token>`: the local store's presigned upload link. It behaves like an S3 presigned
+ * PUT (XML errors, start before expiry, 5 GB limit, atomic object) and, unlike S3, knows at once
+ * when a file arrived, so it marks the import uploaded and enqueues it without waiting for a sweep.
+ * No Authorization header: the HMAC token is the credential.
+ */
+export function uploadHandler(deps: Deps, opts: { maxBytes?: number } = {}): (request: Request) => Promise<Response> {
+  const handle = handleUpload(deps, opts.maxBytes ?? MAX_UPLOAD_BYTES);
+  return async (request) => {
+    try {
+      return await handle(request);
+    } catch (e) {
+      log('error', 'upload failed', errorFields(e));
+      return s3Error(500, 'InternalError', 'We encountered an internal error. Please try again.');
+    }
+  };
+}
+
+function handleUpload(deps: Deps, maxBytes: number) {
+  return async (request: Request): Promise<Response> => {
+    const store = deps.storage;
+    if (!(store instanceof LocalStore)) return s3Error(404, 'NoSuchUpload', 'Uploads go to the object store this service is configured with.');
+    if (request.method !== 'PUT') return s3Error(405, 'MethodNotAllowed', 'The specified method is not allowed against this resource.', { allow: 'PUT' });
+    const grant = store.tokens.verify(new URL(request.url).pathname.slice(PREFIX.length));
+    if (!grant) return accessDenied('The upload link is not valid.');
+    if (Date.now() >= grant.expiresAt * 1000) return accessDenied('Request has expired');
+    const declared = request.headers.get('content-length');
+    if (declared !== null && Number(declared) > maxBytes) return entityTooLarge(maxBytes);
+
+    const { accountId, importId } = grant;
+    const window = await uploadWindow(deps.sql, accountId, importId);
+    if (!window.open) return accessDenied('This import no longer accepts a file. Create a new import and use its link.');
+    const deadline = Date.now() + window.msLeft;
+
+    const key = importObjectKey(accountId, importId);
+    let received: Received;
+    try {
+      received = await store.receive(key, request.body ?? emptyBody(), maxBytes, () => {
+        if (Date.now() > deadline) throw new WindowClosedError();
+      });
+    } catch (e) {
+      if (e instanceof EntityTooLargeError) return entityTooLarge(maxBytes);
+      if (e instanceof WindowClosedError) return accessDenied('The import was not uploaded within 24 hours of its creation.');
+      log('warn', 'upload aborted', { importId, ...errorFields(e) });
+      return s3Error(400, 'IncompleteBody', 'The upload did not complete.');
+    }
+
+    let accepted = false;
+    try {
+      accepted = await completeUpload(deps.sql, store, accountId, importId, key, received);
+    } finally {
+      if (!accepted) await store.discard(received);
+    }
+    if (!accepted) return accessDenied('This import no longer accepts a file. Create a new import and use its link.');
+
+    // A failed enqueue is not the client's problem: the sweeper re-enqueues uploaded imports.
+    await deps.queue?.enqueueImport(accountId, importId).catch((e) => log('warn', 'enqueue after upload failed; the sweeper will retry', { importId, ...errorFields(e) }));
+    await store.prune(key).catch((e) => log('warn', 'pruning old upload versions failed', { importId, ...errorFields(e) }));
+    log('info', 'contact import uploaded', { accountId, importId, size: received.size });
+    return new Response(null, { status: 200, headers: { etag: `"${received.md5}"` } });
+  };
+}
+
+async function* emptyBody(): AsyncIterable<Uint8Array> {}
