@@ -201,6 +201,10 @@ describe('POST /v1/contacts: requests rejected with 400 change nothing', () => {
       ['city', ['x']],
       ['workEmail', 'not-an-email'],
       ['workEmail', 5],
+      // PostgreSQL cannot store these; they must be a 400, never a 500.
+      ['city', 'a\u0000b'],
+      ['city', 'a\ud800b'],
+      ['tags', ['ok', 'x\u0000']],
     ];
     for (const [name, value] of cases) await rejected({ email: fresh(), attributes: { [name]: value } }, `/attributes/${name}`);
   });

@@ -127,6 +127,8 @@ describe('PATCH /v1/contacts/{emailMd5}: rejected requests change nothing', () =
     await rejected({ attributes: { vip: 'perhaps' } }, '/attributes/vip');
     await rejected({ attributes: { alt: 'not an email' } }, '/attributes/alt');
     await rejected({ attributes: { city: { nested: true } } }, '/attributes/city');
+    await rejected({ attributes: { city: 'nul\u0000' } }, '/attributes/city');
+    await rejected({ attributes: { tags: ['\udc00'] } }, '/attributes/tags');
   });
 
   test('attributes is required and must be an object; no other fields', async () => {

@@ -39,6 +39,9 @@ function splitList(text: string): string[] {
 
 type Read = { value: AttributeValue } | { empty: true } | { error: string };
 
+/** PostgreSQL text (and jsonb) refuses NUL and unpaired surrogates; they are a 400, not a 500. */
+const storable = (s: string) => !s.includes('\u0000') && s.isWellFormed();
+
 /** Text, with numbers and booleans read as their canonical text. */
 const textOf = (raw: unknown) => (typeof raw === 'number' || typeof raw === 'boolean' ? String(raw) : typeof raw === 'string' ? raw : undefined);
 
@@ -49,6 +52,7 @@ export function readValue(type: AttributeType, raw: unknown, name: string): Read
     case 'string': {
       const text = textOf(raw);
       if (text === undefined) return { error: `Attribute ${name} takes text.` };
+      if (!storable(text)) return { error: `Attribute ${name} contains a NUL character or invalid Unicode.` };
       return lengthOf(text) > MAX_TEXT ? { error: `Attribute ${name} holds at most ${MAX_TEXT} characters.` } : { value: text };
     }
     case 'email': {
@@ -73,6 +77,7 @@ export function readValue(type: AttributeType, raw: unknown, name: string): Read
       for (const [i, entry] of entries.entries()) {
         const text = textOf(entry);
         if (text === undefined) return { error: `Entry ${i} of attribute ${name} must be text.` };
+        if (!storable(text)) return { error: `Entry ${i} of attribute ${name} contains a NUL character or invalid Unicode.` };
         if (lengthOf(text) > MAX_TEXT) return { error: `Entry ${i} of attribute ${name} is longer than ${MAX_TEXT} characters.` };
         if (text !== '') list.push(text);
       }

@@ -59,7 +59,7 @@ function brandAssignmentRoutes({ sql }: Deps, segment: 'brands' | 'subscriptions
 function contactResourceRoutes({ sql }: Deps) {
   return new Elysia({ prefix: '/v1/contacts', detail: { tags: ['Contacts'] } })
     .post(
-      '/',
+      '',
       async ({ request, body, set }) => {
         const { created, contact } = await createContact(sql, authOf(request).accountId, body);
         set.status = created ? 201 : 200;
