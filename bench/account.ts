@@ -1,0 +1,31 @@
+/**
+ * A fresh benchmark account, created with SQL like the test fixtures: a full-scope key, the
+ * dataset's schema attributes (in COLUMNS order) and its brands.
+ */
+import { newKey } from '../src/auth/keys';
+import { ALL_SCOPES } from '../src/auth/scopes';
+import type { Sql } from '../src/db';
+import { ATTRIBUTES, BRANDS } from './dataset';
+
+export interface BenchAccount {
+  id: string;
+  key: string;
+  /** brand ids by index into BRANDS */
+  brandIds: string[];
+}
+
+export async function createBenchAccount(sql: Sql, label: string): Promise<BenchAccount> {
+  return sql.begin(async (tx) => {
+    const [account] = await tx<{ id: string }[]>`insert into accounts (name) values (${`bench ${label}`}) returning id`;
+    const id = account!.id;
+    const k = newKey();
+    await tx`insert into api_keys (account_id, id, secret_sha256, scopes) values (${id}, ${k.id}, ${k.secretSha256}, ${tx.array([...ALL_SCOPES])})`;
+    for (const a of ATTRIBUTES) await tx`insert into schema_attributes (account_id, name, type) values (${id}, ${a.name}, ${a.type})`;
+    const brandIds: string[] = [];
+    for (const name of BRANDS) {
+      const [b] = await tx<{ id: string }[]>`insert into brands (account_id, name) values (${id}, ${name}) returning id`;
+      brandIds.push(b!.id);
+    }
+    return { id, key: k.key, brandIds };
+  }) as Promise<BenchAccount>;
+}

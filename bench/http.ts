@@ -1,0 +1,115 @@
+/**
+ * HTTP load: GET /v1/contacts/{emailMd5}, POST /v1/contacts (new emails) and PATCH
+ * /v1/contacts/{emailMd5} under autocannon, against the API and against the baseline server in the
+ * same run. Each pair first sends one request checked field by field, then a short warm-up, then the
+ * measured run; afterwards the database must show what the 2xx answers claimed.
+ */
+import autocannon, { type RawRequest } from 'autocannon';
+import type { Sql } from '../src/db';
+import type { HttpRow } from './report';
+
+export interface HttpTarget {
+  name: 'api' | 'baseline';
+  baseUrl: string;
+  headers: Record<string, string>;
+}
+export interface HttpOptions {
+  connections: number;
+  seconds: number;
+  warmupSeconds: number;
+}
+export interface PoolContact {
+  md5: string;
+  email: string;
+}
+type Scenario = 'GET' | 'POST' | 'PATCH';
+
+export const MIN_RATIO: Record<Scenario, number> = { GET: 0.7, POST: 0.5, PATCH: 0.5 };
+export const GET_P99_MS = 25;
+
+/** The n-th request of a scenario; `tag` makes POST emails and PATCH values unique to this run. */
+function requestAt(s: Scenario, n: number, pool: readonly PoolContact[], tag: string): RawRequest {
+  const c = pool[n % pool.length]!;
+  if (s === 'GET') return { method: 'GET', path: `/v1/contacts/${c.md5}` };
+  if (s === 'POST') {
+    const body = { email: `load-${tag}-${n}@post.benchmark-example.com`, attributes: { first_name: 'Load', city: 'Load City', tags: ['load', 'bench'] } };
+    return { method: 'POST', path: '/v1/contacts', body: JSON.stringify(body) };
+  }
+  const body = { attributes: { first_name: `Patched ${tag} ${n}`, city: 'Patch City', tags: ['patched'] } };
+  return { method: 'PATCH', path: `/v1/contacts/${c.md5}`, body: JSON.stringify(body) };
+}
+
+async function load(t: HttpTarget, s: Scenario, pool: readonly PoolContact[], tag: string, connections: number, seconds: number) {
+  let n = 0;
+  return autocannon({
+    url: t.baseUrl,
+    connections,
+    duration: seconds,
+    headers: { ...t.headers, 'content-type': 'application/json' },
+    requests: [{ setupRequest: (req) => ({ ...req, ...requestAt(s, n++, pool, tag) }) }],
+  });
+}
+
+/** One request through fetch whose answer is checked, so a load run cannot measure error pages. */
+async function preflight(t: HttpTarget, s: Scenario, pool: readonly PoolContact[], tag: string): Promise<void> {
+  const r = requestAt(s, 0, pool, tag);
+  const res = await fetch(`${t.baseUrl}${r.path}`, { method: r.method, body: r.body, headers: { ...t.headers, 'content-type': 'application/json' } });
+  const text = await res.text();
+  const body = JSON.parse(text || '{}') as { email?: string; emailMd5?: string; attributes?: Record<string, unknown> };
+  const want = s === 'POST' ? 201 : 200;
+  const ok =
+    res.status === want &&
+    (s !== 'GET' || (body.emailMd5 === pool[0]!.md5 && body.email?.trim().toLowerCase() === pool[0]!.email)) &&
+    (s !== 'POST' || body.email === `load-${tag}-0@post.benchmark-example.com`) &&
+    (s !== 'PATCH' || body.attributes?.first_name === `Patched ${tag} 0`);
+  if (!ok) throw new Error(`${t.name} ${s} check failed: ${res.status} ${text.slice(0, 300)}`);
+}
+
+/** The end state the 2xx answers promise: POSTed contacts exist, PATCHed contacts carry the value. */
+async function verify(sql: Sql, accountId: string, s: Scenario, tag: string, ok2xx: number, pool: readonly PoolContact[], connections: number) {
+  if (s === 'POST') {
+    const [{ n } = { n: 0 }] = await sql<{ n: number }[]>`
+      select count(*)::int as n from contacts where account_id = ${accountId} and email like ${`load-${tag}-%`}`;
+    // Requests in flight when the clock stopped may have committed without being counted.
+    if (n < ok2xx || n > ok2xx + connections) throw new Error(`POST ${tag}: ${ok2xx} answered 2xx but ${n} contacts were created`);
+  } else if (s === 'PATCH') {
+    const md5s = pool.map((c) => c.md5.replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, '$1-$2-$3-$4-$5'));
+    const [{ n } = { n: 0 }] = await sql<{ n: number }[]>`
+      select count(*)::int as n from contacts
+      where account_id = ${accountId} and email_md5 = any(${sql.array(md5s)}::uuid[]) and attributes->>'first_name' like ${`Patched ${tag} %`}`;
+    const expected = Math.min(pool.length, ok2xx) - connections;
+    if (n < expected) throw new Error(`PATCH ${tag}: ${ok2xx} answered 2xx but only ${n} contacts carry the patched value`);
+  }
+}
+
+export async function runHttp(
+  targets: { api: HttpTarget; baseline: HttpTarget },
+  pool: readonly PoolContact[],
+  sql: Sql,
+  accountId: string,
+  opts: HttpOptions,
+  runId: string,
+  log: (m: string) => void,
+): Promise<HttpRow[]> {
+  const rows: HttpRow[] = [];
+  for (const s of ['GET', 'POST', 'PATCH'] as const) {
+    let baselineRps = 0;
+    for (const t of [targets.baseline, targets.api]) {
+      // Distinct tags per phase, so the end-state checks count only the measured run.
+      const tag = `${t.name}-${runId}-m`;
+      await preflight(t, s, pool, `${t.name}-${runId}-c`);
+      if (opts.warmupSeconds > 0) await load(t, s, pool, `${t.name}-${runId}-w`, opts.connections, opts.warmupSeconds);
+      log(`[http] ${s} ${t.name}: ${opts.connections} connections for ${opts.seconds}s`);
+      const r = await load(t, s, pool, tag, opts.connections, opts.seconds);
+      const reqPerSec = r['2xx'] / r.duration;
+      const row: HttpRow = { scenario: s, target: t.name, reqPerSec, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors + r.timeouts };
+      if (t.name === 'baseline') baselineRps = reqPerSec;
+      else Object.assign(row, { ratio: reqPerSec / baselineRps, minRatio: MIN_RATIO[s] });
+      rows.push(row);
+      log(`[http] ${s} ${t.name}: ${Math.round(reqPerSec)} req/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, non-2xx ${r.non2xx}`);
+      if (r.non2xx > 0 || r.errors > 0) throw new Error(`${t.name} ${s}: ${r.non2xx} non-2xx answers (${JSON.stringify(r.statusCodeStats)}), ${r.errors} errors`);
+      await verify(sql, accountId, s, tag, r['2xx'], pool, opts.connections);
+    }
+  }
+  return rows;
+}

@@ -1,0 +1,151 @@
+/**
+ * One contact import through the real flow: POST /v1/contact-imports with the columns, PUT the file
+ * to uploadUrl streamed from disk, then poll GET /v1/contact-imports/{id} until it is final. Timed
+ * from the end of the upload to `success`. While it runs, the import's `phase` column is sampled so
+ * the report can say where the time went (read = parse + validate + hash + COPY to staging, dedupe,
+ * merge, finish), and the worker's peak RSS is read from /proc.
+ */
+import { createReadStream } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { Sql } from '../src/db';
+import type { BenchAccount } from './account';
+import { COLUMNS } from './dataset';
+import type { FileMeta } from './generate';
+import { Progress } from './report';
+import { procKb, resetPeakRss } from './services';
+
+export interface ImportView {
+  id: string;
+  status: string;
+  percentComplete?: number;
+  rowCount?: number;
+  addedCount: number;
+  updatedCount?: number;
+  skippedCount?: number;
+  malformedCount: number;
+  duplicateInFileCount?: number;
+  failureReason?: string;
+  completedAt?: string;
+}
+
+export interface PhaseSpan {
+  phase: string;
+  seconds: number;
+}
+
+export interface ImportRun {
+  view: ImportView;
+  uploadSeconds: number;
+  /** end of upload → success observed */
+  seconds: number;
+  phases: PhaseSpan[];
+  workerPeakRssMb?: number;
+  note?: string;
+}
+
+export interface ImportOptions {
+  strategy: 'overwrite' | 'keep' | 'skip';
+  pollMs: number;
+  timeoutSeconds: number;
+}
+
+async function api<T>(baseUrl: string, key: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+  const res = await fetch(`${baseUrl}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
+}
+
+/** PUT with a Content-Length (as S3 requires), streamed from disk with a progress line. */
+async function upload(url: string, file: FileMeta, label: string): Promise<void> {
+  const progress = new Progress(`${label} upload`, Math.round(file.bytes / 1e6), 'MB');
+  let sent = 0;
+  const counter = new Transform({
+    transform(chunk: Buffer, _enc, done) {
+      sent += chunk.length;
+      progress.update(Math.round(sent / 1e6));
+      done(null, chunk);
+    },
+  });
+  const u = new URL(url);
+  const request = u.protocol === 'https:' ? httpsRequest : httpRequest;
+  const req = request(u, { method: 'PUT', headers: { 'content-type': 'text/csv', 'content-length': String(file.bytes) } });
+  const answered = new Promise<{ status: number; text: string }>((resolve, reject) => {
+    req.once('response', (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      res.on('error', reject);
+    });
+    req.once('error', reject);
+  });
+  await pipeline(createReadStream(file.path, { highWaterMark: 1 << 20 }), counter, req);
+  const { status, text } = await answered;
+  if (status < 200 || status > 299) throw new Error(`upload refused: ${status} ${text.slice(0, 300)}`);
+  progress.done();
+}
+
+export async function runImportFlow(
+  ctx: { baseUrl: string; sql: Sql; workerPid: number },
+  account: BenchAccount,
+  file: FileMeta,
+  label: string,
+  opts: ImportOptions,
+): Promise<ImportRun> {
+  const created = await api<{ id: string; uploadUrl: string }>(ctx.baseUrl, account.key, 'POST', '/v1/contact-imports', {
+    columns: COLUMNS,
+    duplicateContactStrategy: opts.strategy,
+  });
+  if (created.status !== 201) throw new Error(`${label}: create import answered ${created.status} ${JSON.stringify(created.body)}`);
+  const { id, uploadUrl } = created.body;
+  const rssReset = await resetPeakRss(ctx.workerPid);
+
+  const uploadStarted = performance.now();
+  await upload(uploadUrl, file, label);
+  const started = performance.now();
+  const uploadSeconds = (started - uploadStarted) / 1000;
+
+  const progress = new Progress(`${label} import`, 100, '%');
+  const phases: { phase: string; at: number }[] = [];
+  const deadline = started + opts.timeoutSeconds * 1000;
+  let view: ImportView | undefined;
+  let lastGet = 0;
+  for (;;) {
+    // The phase column is sampled often (cheap, direct SQL); the API is polled like a client would.
+    const [row] = await ctx.sql<{ status: string; phase: string | null }[]>`
+      select status, phase from contact_imports where account_id = ${account.id} and id = ${id}`;
+    const phase = row?.status === 'importing' ? (row.phase ?? 'starting') : (row?.status ?? 'missing');
+    if (phases.at(-1)?.phase !== phase) phases.push({ phase, at: performance.now() });
+    if (performance.now() - lastGet >= opts.pollMs || row?.status === 'success' || row?.status === 'failed') {
+      lastGet = performance.now();
+      const got = await api<ImportView>(ctx.baseUrl, account.key, 'GET', `/v1/contact-imports/${id}`);
+      if (got.status !== 200) throw new Error(`${label}: GET import answered ${got.status} ${JSON.stringify(got.body)}`);
+      view = got.body;
+      if (view.status === 'success' || view.status === 'failed') break;
+      progress.update(view.percentComplete ?? 0, `${view.status}${phase !== view.status ? ` / ${phase}` : ''}`);
+    }
+    if (performance.now() > deadline) throw new Error(`${label}: import ${id} not final after ${opts.timeoutSeconds} s (status ${view?.status})`);
+    await Bun.sleep(100);
+  }
+  const ended = performance.now();
+  if (view.status !== 'success') throw new Error(`${label}: import ${id} failed: ${view.failureReason}`);
+  progress.done('success');
+  phases.push({ phase: 'end', at: ended });
+  const spans = phases.slice(0, -1).map((p, k) => ({ phase: p.phase, seconds: (phases[k + 1]!.at - p.at) / 1000 }));
+  const peakKb = await procKb(ctx.workerPid, 'VmHWM');
+  return {
+    view,
+    uploadSeconds,
+    seconds: (ended - started) / 1000,
+    phases: spans.filter((s) => s.phase !== 'success'),
+    workerPeakRssMb: peakKb === undefined ? undefined : peakKb / 1024,
+    ...(rssReset ? {} : { note: 'peak RSS not reset: includes earlier steps' }),
+  };
+}

@@ -1,0 +1,147 @@
+/**
+ * `bun run bench [-- --rows N] [--duration S] [--connections C] [--steps l1,a,b,http] [--strict]`
+ * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
+ * L1, import A, import B and the HTTP load, verifies each after timing, prints the tables and
+ * writes bench/results/<timestamp>.json. Exit 1 when a run or a verification fails (and with
+ * --strict when a target is missed).
+ */
+import { join } from 'node:path';
+import { mkdir } from 'node:fs/promises';
+import { createBenchAccount } from './account';
+import { generateCsv } from './generate';
+import { runHttp, type HttpOptions } from './http';
+import { runImportFlow, type ImportRun } from './import-flow';
+import { runL1, type L1Result } from './l1';
+import { describeMachine, httpTable, loadTable, writeResults, type HttpRow, type LoadRow } from './report';
+import { childFailures, startInfra, startService, type Infra, type Service } from './services';
+import { checkContactCount, checkCounts, checkSample } from './verify';
+import { evaluateTargets, phaseTable, startBaseline, type Target } from './summary';
+
+const STEPS = ['l1', 'a', 'b', 'http'] as const;
+type Step = (typeof STEPS)[number];
+
+function parseArgs(argv: string[]) {
+  const opts = { rows: 25_000_000, duration: 10, warmup: 2, connections: 64, samples: 200, pollMs: 1000, steps: [...STEPS] as Step[], strict: false };
+  for (let k = 0; k < argv.length; k++) {
+    const flag = argv[k]!;
+    const value = () => {
+      const v = argv[++k];
+      if (v === undefined) throw new Error(`${flag} needs a value`);
+      return v;
+    };
+    const num = (min: number) => {
+      const n = Number(value().replaceAll('_', ''));
+      if (!Number.isInteger(n) || n < min) throw new Error(`${flag} must be an integer >= ${min}`);
+      return n;
+    };
+    if (flag === '--rows') opts.rows = num(1000);
+    else if (flag === '--duration') opts.duration = num(1);
+    else if (flag === '--warmup') opts.warmup = num(0);
+    else if (flag === '--connections') opts.connections = num(1);
+    else if (flag === '--samples') opts.samples = num(1);
+    else if (flag === '--poll-ms') opts.pollMs = num(100);
+    else if (flag === '--strict') opts.strict = true;
+    else if (flag === '--steps') {
+      const steps = value().split(',').map((s) => s.trim()) as Step[];
+      const bad = steps.find((s) => !STEPS.includes(s));
+      if (bad) throw new Error(`--steps takes ${STEPS.join(',')}; got "${bad}"`);
+      opts.steps = steps;
+    } else if (flag === '--help' || flag === '-h') {
+      console.error('usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--connections C] [--samples K] [--poll-ms MS] [--steps l1,a,b,http] [--strict]');
+      process.exit(2);
+    } else throw new Error(`unknown flag ${flag} (see --help)`);
+  }
+  if (opts.steps.includes('b') && !opts.steps.includes('a')) throw new Error('step b updates the contacts of step a: add a');
+  return opts;
+}
+
+const log = (m: string) => console.error(m);
+
+async function main(): Promise<number> {
+  const opts = parseArgs(process.argv.slice(2));
+  const runId = new Date().toISOString().replace(/\D/g, '').slice(0, 14);
+  const has = (s: Step) => opts.steps.includes(s);
+  log(`[bench] run ${runId}: ${opts.rows.toLocaleString('en-US')} rows, steps ${opts.steps.join(',')}`);
+  const infra: Infra = await startInfra(log);
+  let service: Service | undefined;
+  let baseline: Awaited<ReturnType<typeof startBaseline>> | undefined;
+  const result: Record<string, unknown> = { runId, rows: opts.rows, options: opts };
+  try {
+    const [{ server_version: pg } = { server_version: '?' }] = await infra.sql<{ server_version: string }[]>`show server_version`;
+    result.machine = await describeMachine(pg);
+    const dir = join(infra.config.dataDir, 'files');
+    await mkdir(dir, { recursive: true });
+    const fileA = await generateCsv(join(dir, `contacts-${opts.rows}-a.csv`), opts.rows, 0, log);
+    const fileB = has('b') ? await generateCsv(join(dir, `contacts-${opts.rows}-b.csv`), opts.rows, 1, log) : undefined;
+    result.files = { a: fileA, b: fileB };
+
+    let l1: L1Result | undefined;
+    if (has('l1')) result.l1 = l1 = await runL1(infra.sql, fileA);
+
+    service = await startService(infra);
+    const account = await createBenchAccount(infra.sql, runId);
+    result.accountId = account.id;
+    const ctx = { baseUrl: service.baseUrl, sql: infra.sql, workerPid: service.worker.proc.pid };
+    const importOpts = { pollMs: opts.pollMs, timeoutSeconds: Math.max(600, Math.ceil(opts.rows / 2000)) };
+    const imports: Record<string, ImportRun> = {};
+    if (has('a')) {
+      const run = (imports.a = await runImportFlow(ctx, account, fileA, 'import A', { ...importOpts, strategy: 'overwrite' }));
+      checkCounts(run.view, fileA, 'import A', 'added');
+      await checkContactCount(infra.sql, account.id, fileA.normal, 'import A');
+      await checkSample(ctx, account, fileA, [0], opts.samples, 'import A');
+      log(`[bench] import A verified: ${JSON.stringify(run.view)}`);
+    }
+    if (has('b') && fileB) {
+      const run = (imports.b = await runImportFlow(ctx, account, fileB, 'import B', { ...importOpts, strategy: 'overwrite' }));
+      checkCounts(run.view, fileB, 'import B', 'updated');
+      await checkContactCount(infra.sql, account.id, fileB.normal, 'import B');
+      await checkSample(ctx, account, fileB, [0, 1], opts.samples, 'import B');
+      log(`[bench] import B verified: ${JSON.stringify(run.view)}`);
+    }
+    result.imports = imports;
+
+    let http: HttpRow[] = [];
+    if (has('http')) {
+      baseline = await startBaseline(infra, account);
+      const pool = await baseline.pool(has('a') ? fileA.rows : 0);
+      const httpOpts: HttpOptions = { connections: opts.connections, seconds: opts.duration, warmupSeconds: opts.warmup };
+      http = await runHttp(
+        { api: { name: 'api', baseUrl: service.baseUrl, headers: { authorization: `Bearer ${account.key}` } }, baseline: baseline.target },
+        pool, infra.sql, account.id, httpOpts, runId, log,
+      );
+      result.http = http;
+    }
+    if (childFailures().length) throw new Error(childFailures().join('; '));
+
+    const load: LoadRow[] = [];
+    if (l1) load.push({ step: 'L1 COPY (baseline)', seconds: l1.seconds, rows: l1.rows, bytes: l1.bytes });
+    for (const [key, target] of [['a', 4], ['b', 6]] as const) {
+      const run = imports[key];
+      const file = key === 'a' ? fileA : fileB!;
+      if (run) load.push({ step: `import ${key.toUpperCase()}`, seconds: run.seconds, rows: file.rows, bytes: file.bytes, ratioToL1: l1 ? run.seconds / l1.seconds : undefined, target, workerPeakRssMb: run.workerPeakRssMb });
+    }
+    const targets: Target[] = evaluateTargets(load, http);
+    result.targets = targets;
+    console.log(`\nBenchmark ${runId}: ${opts.rows.toLocaleString('en-US')} rows (${(fileA.bytes / 1e9).toFixed(2)} GB), ${JSON.stringify(result.machine)}\n`);
+    if (load.length) console.log(`${loadTable(load)}\n`);
+    for (const [key, run] of Object.entries(imports)) console.log(`import ${key.toUpperCase()} phases: ${phaseTable(run)}\n`);
+    if (http.length) console.log(`${httpTable(http)}\n`);
+    for (const t of targets) console.log(`${t.pass ? 'PASS' : 'MISS'}  ${t.name}: ${t.value} (target ${t.target})`);
+    result.verification = 'passed';
+    const checked = [Object.keys(imports).length && `import counts, contact totals, ${opts.samples} sampled contacts per import`, http.length && 'HTTP answers and end states'];
+    console.log(`\nverification: passed (${checked.filter(Boolean).join('; ') || 'L1 row count'})`);
+    console.log(`results: ${await writeResults(join(import.meta.dir, 'results'), result)}`);
+    return opts.strict && targets.some((t) => !t.pass) ? 1 : 0;
+  } catch (e) {
+    log(`[bench] FAILED: ${e instanceof Error ? e.message : e}`);
+    result.error = e instanceof Error ? e.message : String(e);
+    await writeResults(join(import.meta.dir, 'results'), result).catch(() => {});
+    return 1;
+  } finally {
+    await baseline?.stop();
+    await service?.stop();
+    await infra.stop();
+  }
+}
+
+process.exit(await main());

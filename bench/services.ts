@@ -1,0 +1,132 @@
+/**
+ * Brings up what the benchmark measures, the way `src/cli/start.ts` does: PostgreSQL and Redis from
+ * DATABASE_URL / REDIS_URL or the embedded defaults (under DATA_DIR, `.data/bench` unless set),
+ * migrations, then the API and the worker as child processes on a free port. Children log to files
+ * under `$DATA_DIR/logs`, so their output costs what it costs in production without flooding the table.
+ */
+import { closeSync, openSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import type { Subprocess } from 'bun';
+import { loadConfig, type Config } from '../src/config';
+import { connect, type Sql } from '../src/db';
+import { migrate } from '../src/migrate';
+import { freePort } from '../src/cli/local';
+import { resolveDatabaseUrl, resolveRedisUrl, type Resolved } from '../src/cli/local/urls';
+
+export interface Infra {
+  config: Config;
+  databaseUrl: string;
+  redisUrl: string;
+  /** the bench's own pool: setup, L1, phase sampling and checks */
+  sql: Sql;
+  logDir: string;
+  stop(): Promise<void>;
+}
+
+export async function startInfra(log: (m: string) => void): Promise<Infra> {
+  const config = loadConfig({ ...process.env, DATA_DIR: process.env.DATA_DIR ?? resolve('.data/bench') });
+  const say = (m: string) => log(`[services] ${m}`);
+  const started: Resolved[] = [];
+  try {
+    const db = await resolveDatabaseUrl(config, say);
+    started.push(db);
+    const redis = await resolveRedisUrl(config, say);
+    started.push(redis);
+    const sql = connect(db.url, 4);
+    await migrate(sql, say);
+    const logDir = join(config.dataDir, 'logs');
+    await mkdir(logDir, { recursive: true });
+    return {
+      config, databaseUrl: db.url, redisUrl: redis.url, sql, logDir,
+      async stop() {
+        await sql.end({ timeout: 5 }).catch(() => {});
+        for (const s of started.reverse()) await s.stop().catch((e) => say(`stop failed: ${e}`));
+      },
+    };
+  } catch (e) {
+    for (const s of started.reverse()) await s.stop().catch(() => {});
+    throw e;
+  }
+}
+
+export interface Child {
+  name: string;
+  proc: Subprocess;
+  logFile: string;
+  /** set before a deliberate stop, so the exit is not reported as a failure */
+  stopping: boolean;
+}
+
+/** Fails the run when a child dies while it is still needed. */
+const unexpected: string[] = [];
+export const childFailures = (): readonly string[] => unexpected;
+
+export function spawnChild(name: string, entry: string, env: Record<string, string | undefined>, logDir: string): Child {
+  const logFile = join(logDir, `${name}.log`);
+  const fd = openSync(logFile, 'w');
+  const proc = Bun.spawn([process.execPath, entry], { env: { ...process.env, ...env }, stdin: 'ignore', stdout: fd, stderr: fd });
+  closeSync(fd);
+  const child: Child = { name, proc, logFile, stopping: false };
+  void proc.exited.then((code) => {
+    if (!child.stopping) unexpected.push(`${name} exited unexpectedly (code ${code}); see ${logFile}`);
+  });
+  return child;
+}
+
+export async function stopChild(child: Child): Promise<void> {
+  child.stopping = true;
+  if (child.proc.exitCode !== null) return;
+  child.proc.kill('SIGTERM');
+  const killer = setTimeout(() => child.proc.kill('SIGKILL'), 20_000);
+  await child.proc.exited;
+  clearTimeout(killer);
+}
+
+export async function waitHealthy(baseUrl: string, child: Child, path = '/healthz'): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    if (child.proc.exitCode !== null) throw new Error(`${child.name} exited (code ${child.proc.exitCode}) before answering; see ${child.logFile}`);
+    if (await fetch(`${baseUrl}${path}`).then((r) => r.ok, () => false)) return;
+    await Bun.sleep(100);
+  }
+  throw new Error(`${child.name} did not answer ${path} within 60 s; see ${child.logFile}`);
+}
+
+export interface Service {
+  baseUrl: string;
+  api: Child;
+  worker: Child;
+  stop(): Promise<void>;
+}
+
+/** The API (src/index.ts) and the worker (worker/index.ts) on embedded or configured infrastructure. */
+export async function startService(infra: Infra): Promise<Service> {
+  const port = await freePort();
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const env = {
+    DATABASE_URL: infra.databaseUrl, REDIS_URL: infra.redisUrl, DATA_DIR: infra.config.dataDir,
+    PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: baseUrl, MIGRATE_ON_START: 'false',
+  };
+  const api = spawnChild('api', 'src/index.ts', { ...env, APP_NAME: 'bench-api' }, infra.logDir);
+  const worker = spawnChild('worker', 'worker/index.ts', { ...env, APP_NAME: 'bench-worker' }, infra.logDir);
+  const service = { baseUrl, api, worker, stop: async () => void (await Promise.all([stopChild(api), stopChild(worker)])) };
+  try {
+    await waitHealthy(baseUrl, api, '/readyz');
+  } catch (e) {
+    await service.stop();
+    throw e;
+  }
+  return service;
+}
+
+/** Kilobytes of a /proc/<pid>/status field (VmHWM = peak RSS, VmRSS = current), undefined without /proc. */
+export async function procKb(pid: number, field: 'VmHWM' | 'VmRSS'): Promise<number | undefined> {
+  const text = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
+  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text);
+  return m ? Number(m[1]) : undefined;
+}
+
+/** Resets a process's peak RSS (Linux clear_refs "5"), so each import reports its own peak; false when not allowed. */
+export async function resetPeakRss(pid: number): Promise<boolean> {
+  return writeFile(`/proc/${pid}/clear_refs`, '5').then(() => true, () => false);
+}

@@ -1,0 +1,79 @@
+/**
+ * Glue for index.ts: the baseline server process and its contact pool, the target checks, and the
+ * phase breakdown of an import.
+ */
+import type { Sql } from '../src/db';
+import { freePort } from '../src/cli/local';
+import type { BenchAccount } from './account';
+import { md5Hex, rowAt, sampleNormalRows } from './dataset';
+import { GET_P99_MS, type HttpTarget, type PoolContact } from './http';
+import type { ImportRun } from './import-flow';
+import type { HttpRow, LoadRow } from './report';
+import { spawnChild, stopChild, waitHealthy, type Infra } from './services';
+
+const POOL_SIZE = 5000;
+const toUuid = (md5: string) => md5.replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, '$1-$2-$3-$4-$5');
+
+/**
+ * Contacts the HTTP step reads and patches: imported ones when import A ran (`rows` > 0), otherwise
+ * the same model rows inserted with SQL, so `--steps http` works alone.
+ */
+async function contactPool(sql: Sql, account: BenchAccount, rows: number): Promise<PoolContact[]> {
+  const idx = sampleNormalRows(rows || POOL_SIZE * 2, POOL_SIZE, 1);
+  const pool = idx.map((i) => ({ email: rowAt(i, 0).email, md5: md5Hex(rowAt(i, 0).email) }));
+  if (rows === 0) {
+    const records = idx.map((i) => {
+      const r = rowAt(i, 0);
+      return { account_id: account.id, email_md5: toUuid(md5Hex(r.email)), email: r.email, attributes: r.attributes, first_source: 'import' };
+    });
+    for (let k = 0; k < records.length; k += 1000) await sql`insert into contacts ${sql(records.slice(k, k + 1000) as never)}`;
+  }
+  return pool;
+}
+
+export async function startBaseline(infra: Infra, account: BenchAccount) {
+  const port = await freePort();
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const child = spawnChild('baseline', 'bench/baseline-server.ts', { DATABASE_URL: infra.databaseUrl, BASELINE_ACCOUNT_ID: account.id, PORT: String(port) }, infra.logDir);
+  try {
+    await waitHealthy(baseUrl, child);
+  } catch (e) {
+    await stopChild(child);
+    throw e;
+  }
+  const target: HttpTarget = { name: 'baseline', baseUrl, headers: {} };
+  return { target, pool: (rows: number) => contactPool(infra.sql, account, rows), stop: () => stopChild(child) };
+}
+
+export interface Target {
+  name: string;
+  value: string;
+  target: string;
+  pass: boolean;
+}
+
+export function evaluateTargets(load: LoadRow[], http: HttpRow[]): Target[] {
+  const out: Target[] = [];
+  for (const r of load) {
+    if (r.ratioToL1 !== undefined && r.target !== undefined) {
+      out.push({ name: `${r.step} time vs L1`, value: `${r.ratioToL1.toFixed(2)} x`, target: `<= ${r.target} x`, pass: r.ratioToL1 <= r.target });
+    }
+    if (r.workerPeakRssMb !== undefined) {
+      out.push({ name: `${r.step} worker peak RSS`, value: `${r.workerPeakRssMb.toFixed(0)} MB`, target: '<= 256 MB', pass: r.workerPeakRssMb <= 256 });
+    }
+  }
+  for (const r of http) {
+    if (r.target !== 'api') continue;
+    if (r.ratio !== undefined && r.minRatio !== undefined) {
+      out.push({ name: `${r.scenario} req/s vs baseline`, value: `${r.ratio.toFixed(2)} x`, target: `>= ${r.minRatio} x`, pass: r.ratio >= r.minRatio });
+    }
+    if (r.scenario === 'GET') out.push({ name: 'GET p99 at the tested connections', value: `${r.p99} ms`, target: `< ${GET_P99_MS} ms`, pass: r.p99 < GET_P99_MS });
+  }
+  return out;
+}
+
+/** `uploaded 0.4s | read 12.1s (55%) | dedupe 2.0s (9%) | …` */
+export function phaseTable(run: ImportRun): string {
+  const total = run.phases.reduce((s, p) => s + p.seconds, 0) || 1;
+  return run.phases.map((p) => `${p.phase} ${p.seconds.toFixed(1)}s (${Math.round((p.seconds / total) * 100)}%)`).join(' | ');
+}
