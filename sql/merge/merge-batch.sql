@@ -1,0 +1,125 @@
+-- One merge batch of a contact import: the deduplicated staged rows with seq in ($3, $4] applied to
+-- the account's contacts with exactly the semantics of a POST /v1/contacts row (spec, rules 3-6),
+-- the brand-subscribe events written, and the import's checkpoint and counters advanced. It is one
+-- statement inside the batch's transaction, so the writes, the events and the checkpoint commit
+-- together: a batch is applied exactly once however often the worker dies and restarts.
+--
+-- The caller holds the account's advisory lock EXCLUSIVE (single contact writes hold it shared and
+-- are refused while the bulk_operations row exists), so nothing else writes these contacts meanwhile
+-- and a plain INSERT cannot meet a concurrent one.
+--
+-- :"merge_table" is replaced by the import's merge table name (hex only) when the file is loaded.
+--
+-- $1  account id             $2  import id             $3  last seq already merged (checkpoint)
+-- $4  last seq of this batch $5  strategy              $6  overwrite brands (only with overwrite)
+-- $7  restore disabled       $8  publish events        $9  import method (api | manual)
+-- $10 row count              $11 estimated end of the whole merge
+with batch as (
+  select r.email_md5, r.email, r.attributes, r.brand_ids,
+         c.email_md5 is not null as found,
+         c.enabled,
+         c.attributes as old_attributes,
+         c.brand_ids as old_brand_ids,
+         s.email_md5 is not null as seed
+  from :"merge_table" r
+  left join contacts c on c.account_id = $1::uuid and c.email_md5 = r.email_md5
+  left join seed_addresses s on s.account_id = $1::uuid and s.email_md5 = r.email_md5
+  where r.seq > $3::int8 and r.seq <= $4::int8
+),
+
+-- What the row does, and what an existing contact would become. An empty cell was never staged,
+-- so `attributes` holds only the values sent and "not sent" never clears anything.
+merged as (
+  select b.*,
+    case
+      when b.seed then 'skip'                                  -- seeds are never imported into
+      when not b.found then 'add'
+      when not b.enabled and not $7::bool then 'skip'          -- a disabled contact stays disabled
+      when b.enabled and $5::text = 'skip' then 'skip'         -- skip leaves an enabled contact as is
+      else 'merge'
+    end as action,
+    case $5::text
+      when 'overwrite' then b.old_attributes || b.attributes   -- sent values win
+      when 'keep' then b.attributes || b.old_attributes        -- only blanks are filled
+      else b.attributes                                        -- skip restoring: only what was sent
+    end as new_attributes,
+    case
+      -- No brand sent: nothing to add, and nothing to replace with.
+      when cardinality(b.brand_ids) = 0 then b.old_brand_ids
+      -- Replaced: overwrite with overwriteBrands, or skip restoring a disabled contact.
+      when $5::text = 'skip' or ($5::text = 'overwrite' and $6::bool) then b.brand_ids
+      -- Added: existing brands first, then the new ones in the row's order.
+      else b.old_brand_ids || array(
+        select x.id from unnest(b.brand_ids) with ordinality as x(id, n)
+        where x.id <> all (b.old_brand_ids)
+        order by x.n)
+    end as new_brand_ids
+  from batch b
+),
+
+-- A merge that changes nothing is a skip, and the row is not rewritten. Re-enabling is a change.
+-- jsonb equality ignores key order; brand arrays compare in order, as single writes do.
+planned as (
+  select m.*,
+    case
+      when m.action <> 'merge' then m.action
+      when not m.enabled
+        or m.new_attributes <> m.old_attributes
+        or m.new_brand_ids <> m.old_brand_ids then 'update'
+      else 'skip'
+    end as outcome
+  from merged m
+),
+
+inserted as (
+  insert into contacts (account_id, email_md5, email, attributes, brand_ids,
+                        first_source, first_import_id, first_import_method)
+  select $1::uuid, p.email_md5, p.email, p.attributes, p.brand_ids, 'import', $2::uuid, $9::text
+  from planned p
+  where p.outcome = 'add'
+  returning 1
+),
+
+updated as (
+  update contacts c
+  set attributes = p.new_attributes, brand_ids = p.new_brand_ids, enabled = true, updated_at = now()
+  from planned p
+  where p.outcome = 'update' and c.account_id = $1::uuid and c.email_md5 = p.email_md5
+  returning 1
+),
+
+-- One event per brand newly assigned to a contact: all of a new contact's brands, and for an
+-- updated one the brands it did not have before (a replaced set can add some and drop others).
+events as (
+  insert into brand_subscribe_events (account_id, email_md5, brand_id, source, import_id)
+  select $1::uuid, p.email_md5, x.id, 'import', $2::uuid
+  from planned p
+  cross join lateral unnest(case when p.outcome = 'add' then p.brand_ids else p.new_brand_ids end)
+    with ordinality as x(id, n)
+  where $8::bool
+    and p.outcome in ('add', 'update')
+    and (p.outcome = 'add' or x.id <> all (p.old_brand_ids))
+  order by p.email_md5, x.n
+  returning 1
+),
+
+-- Keeps Retry-After of refused single writes honest while the merge runs.
+estimate as (
+  update bulk_operations set estimated_end = $11::timestamptz
+  where account_id = $1::uuid and id = $2::uuid
+  returning 1
+)
+
+update contact_imports
+set checkpoint       = $4::int8,
+    added_count      = added_count + (select count(*) from inserted),
+    updated_count    = coalesce(updated_count, 0) + (select count(*) from updated),
+    skipped_count    = coalesce(skipped_count, 0) + (select count(*) from planned where outcome = 'skip'),
+    -- Whole percent of rows accounted for: 0 until the first batch of a small file is done.
+    percent_complete = (100 * $4::int8 / greatest($10::int8, 1))::int4,
+    updated_at       = now()
+where account_id = $1::uuid and id = $2::uuid
+returning (select count(*) from inserted)::int8 as added,
+          (select count(*) from updated)::int8 as updated,
+          (select count(*) from events)::int8 as events,
+          (select count(*) from estimate)::int8 as estimates

@@ -1,0 +1,125 @@
+import { once } from 'node:events';
+import type { Writable } from 'node:stream';
+import { finished } from 'node:stream/promises';
+import type postgres from 'postgres';
+
+type Conn = postgres.ReservedSql<{}>;
+
+/** Text handed to the socket per write; large enough that per-write overhead vanishes. */
+const SEGMENT_CHARS = 256 * 1024;
+/** Queued text above which the parser is paused, and below half of which it resumes. */
+const HIGH_WATER_CHARS = 4 * 1024 * 1024;
+
+/**
+ * COPYs staging lines into one table on a reserved connection, outside any transaction (a COPY
+ * that fails inside `sql.begin` can hang the transaction). One COPY statement per `batchSize` rows.
+ *
+ * The parser appends lines synchronously; a pump writes queued segments to the socket in the
+ * background, so PostgreSQL ingests one segment while the worker parses the next. When the queue
+ * passes the high-water mark the caller pauses its input until `whenReady()` resolves: memory stays
+ * bounded whatever the file size.
+ */
+export class CopySink {
+  private readonly queue: { text: string; endsStatement: boolean }[] = [];
+  private queuedChars = 0;
+  private current = '';
+  private rowsInStatement = 0;
+  private writable: Writable | undefined;
+  private pumping: Promise<void> | undefined;
+  /** Separate from `pumping`: a pump can finish synchronously, before its promise is stored. */
+  private running = false;
+  private failure: unknown;
+  private waiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
+  /** Rows accepted so far. */
+  rows = 0;
+
+  constructor(
+    private readonly conn: Conn,
+    private readonly table: string,
+    private readonly batchSize: number,
+  ) {}
+
+  add(line: string): void {
+    this.current += line;
+    this.rows++;
+    if (++this.rowsInStatement >= this.batchSize) this.cut(true);
+    else if (this.current.length >= SEGMENT_CHARS) this.cut(false);
+  }
+
+  /** False when the caller should pause its input until `whenReady()`; throws a COPY failure. */
+  get ready(): boolean {
+    if (this.failure !== undefined) throw this.failure;
+    return this.queuedChars < HIGH_WATER_CHARS;
+  }
+
+  whenReady(): Promise<void> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    if (this.queuedChars < HIGH_WATER_CHARS / 2) return Promise.resolve();
+    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+
+  /** Writes what is left and waits until every COPY statement has completed. */
+  async close(): Promise<void> {
+    if (this.rowsInStatement > 0) this.cut(true);
+    await this.pumping;
+    if (this.failure !== undefined) throw this.failure;
+  }
+
+  /** Ends a running COPY with CopyFail, so the connection is usable again; nothing is kept. */
+  abort(): void {
+    this.failure ??= new Error('COPY aborted');
+    this.writable?.destroy(new Error('import aborted'));
+    this.writable = undefined;
+  }
+
+  private cut(endsStatement: boolean): void {
+    this.queue.push({ text: this.current, endsStatement });
+    this.queuedChars += this.current.length;
+    this.current = '';
+    if (endsStatement) this.rowsInStatement = 0;
+    if (!this.running) {
+      this.running = true;
+      this.pumping = this.pump();
+    }
+  }
+
+  private async pump(): Promise<void> {
+    try {
+      while (this.queue.length > 0 && this.failure === undefined) {
+        const segment = this.queue[0]!;
+        this.writable ??= await this.open();
+        const w = this.writable;
+        const more = segment.text.length === 0 || w.write(segment.text);
+        this.queue.shift();
+        this.queuedChars -= segment.text.length;
+        if (!more) await once(w, 'drain');
+        if (segment.endsStatement) {
+          this.writable = undefined;
+          w.end();
+          await finished(w); // resolves once PostgreSQL acknowledged the statement
+        }
+        this.wake();
+      }
+    } catch (e) {
+      this.failure ??= e;
+      this.writable?.destroy(e instanceof Error ? e : new Error(String(e)));
+      this.writable = undefined;
+      for (const w of this.waiters.splice(0)) w.reject(e);
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private async open(): Promise<Writable> {
+    const w = await this.conn`
+      copy ${this.conn(this.table)} (row_no, email_md5, email, attributes, brand_ids) from stdin`.writable();
+    // Errors surface through write/drain/finished; this keeps a late one from going unhandled.
+    w.on('error', () => {});
+    return w;
+  }
+
+  private wake(): void {
+    if (this.queuedChars >= HIGH_WATER_CHARS / 2) return;
+    for (const w of this.waiters.splice(0)) w.resolve();
+  }
+}

@@ -1,0 +1,46 @@
+import { stagingTables } from './staging';
+import type { Pipeline } from './state';
+
+/**
+ * Phase 2, dedupe: keep the last row per email (highest row_no), set-based, into the merge table
+ * with a dense `seq` so merge batches are ranges of it. Everything happens in ONE transaction
+ * (PostgreSQL DDL is transactional): the merge table, the counts, the move to `merge` and the drop
+ * of the raw rows commit together or not at all, so a crash anywhere here just reruns it.
+ *
+ * `seq` follows email_md5 order rather than file order. The result is the same (one row per
+ * email, no order between emails matters), but it costs one sort instead of two (DISTINCT ON
+ * already sorts by email_md5) and each merge batch then covers one narrow key range of the
+ * contacts primary key, which keeps the index pages a batch touches hot.
+ */
+export async function dedupePhase(p: Pipeline): Promise<void> {
+  const { job } = p;
+  const t = stagingTables(job.id);
+  const counts = await p.sql.begin(async (tx) => {
+    await tx.unsafe(`drop table if exists ${t.merge}`);
+    await tx.unsafe(`
+      create unlogged table ${t.merge} as
+      select row_number() over (order by email_md5) as seq, email_md5, email, attributes, brand_ids
+      from (
+        select distinct on (email_md5) email_md5, email, attributes, brand_ids
+        from ${t.rows}
+        order by email_md5, row_no desc
+      ) last_per_email`);
+    await tx.unsafe(`alter table ${t.merge} add primary key (seq)`);
+    const [c] = await tx.unsafe<{ staged: number; kept: number }[]>(`
+      select (select count(*) from ${t.rows})::int8 as staged, (select count(*) from ${t.merge})::int8 as kept`);
+    const staged = Number(c!.staged);
+    const kept = Number(c!.kept);
+    await tx`
+      update contact_imports
+      set row_count = ${kept}, duplicate_in_file_count = ${staged - kept},
+          added_count = 0, updated_count = 0, skipped_count = 0,
+          checkpoint = 0, percent_complete = 0, phase = 'merge', updated_at = now()
+      where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid and status = 'importing' and phase = 'dedupe'`;
+    await tx.unsafe(`drop table ${t.rows}`);
+    return { staged, kept };
+  });
+  job.phase = 'merge';
+  job.rowCount = counts.kept;
+  job.checkpoint = 0;
+  p.log('import deduplicated', { importId: job.id, rowCount: counts.kept, duplicateInFile: counts.staged - counts.kept });
+}

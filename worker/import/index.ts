@@ -1,0 +1,77 @@
+import type { Config } from '../../src/config';
+import type { Sql } from '../../src/db';
+import type { ObjectStore } from '../../src/storage/store';
+import { dedupePhase } from './dedupe';
+import { cleanup, finishPhase } from './finish';
+import { mergePhase } from './merge';
+import { readPhase } from './read';
+import { ImportBusyError, ImportFileError, loadImport, markImportFailed, UnrecoverableImportError, type Pipeline } from './state';
+
+export { ImportBusyError, markImportFailed, UnrecoverableImportError } from './state';
+
+export interface ImportDeps {
+  sql: Sql;
+  storage: ObjectStore;
+  config: Config;
+  log?: (msg: string, fields?: object) => void;
+}
+
+/**
+ * Runs (or resumes) one contact import to its end: read → dedupe → merge → finish.
+ *
+ * Safe under at-least-once delivery: each phase's progress commits together with the phase's
+ * effects, so a worker killed anywhere and started again continues from the last commit and every
+ * row is applied exactly once. A run for an import already `success` or `failed` only cleans up.
+ *
+ * Throws UnrecoverableImportError (a BullMQ UnrecoverableError) after marking the import `failed`
+ * when the file can never import (header, encoding, empty). Any other error is transient
+ * (connection loss, deadlock, object store trouble): the import stays `importing` and the job
+ * should be retried. ImportBusyError means another worker is running this import right now.
+ */
+export async function runImport(deps: ImportDeps, accountId: string, importId: string): Promise<void> {
+  const { sql, storage } = deps;
+  const log = deps.log ?? (() => {});
+  const seen = await loadImport(sql, accountId, importId);
+  if (!seen) {
+    log('import not found', { accountId, importId });
+    return;
+  }
+  if (seen.status === 'success' || seen.status === 'failed') return cleanup(sql, storage, seen, log);
+  if (seen.status === 'awaiting-upload') {
+    log('import has no file yet', { importId });
+    return;
+  }
+
+  // One connection for the whole run: it holds the import's session lock (so a second delivery of
+  // the job cannot run the same import concurrently, and a killed worker's lock dies with its
+  // connection) and carries the read phase's COPY, which must not run inside a transaction.
+  const conn = await sql.reserve();
+  const lockKey = `contact-import:${importId.toLowerCase()}`;
+  try {
+    const [lock] = await conn<{ locked: boolean }[]>`select pg_try_advisory_lock(hashtextextended(${lockKey}, 0)) as locked`;
+    if (!lock?.locked) throw new ImportBusyError(`contact import ${importId} is being run by another worker`);
+    try {
+      const job = await loadImport(sql, accountId, importId);
+      if (!job || job.status === 'awaiting-upload') return;
+      if (job.status === 'success' || job.status === 'failed') return await cleanup(sql, storage, job, log);
+      const p: Pipeline = { sql, job, batchSize: deps.config.importBatchSize, log };
+      try {
+        if (job.status === 'uploaded' || job.phase === null || job.phase === 'read') await readPhase(p, conn, storage);
+        if (job.phase === 'dedupe') await dedupePhase(p);
+        if (job.phase === 'merge' && !(await mergePhase(p))) return;
+        await finishPhase(p);
+      } catch (e) {
+        if (!(e instanceof ImportFileError)) throw e;
+        await markImportFailed(sql, accountId, importId, e.message);
+        await cleanup(sql, storage, job, log);
+        log('import failed', { importId, reason: e.message });
+        throw new UnrecoverableImportError(importId, e.message, { cause: e });
+      }
+      await cleanup(sql, storage, job, log);
+    } finally {
+      await conn`select pg_advisory_unlock(hashtextextended(${lockKey}, 0))`.catch(() => {});
+    }
+  } finally {
+    conn.release();
+  }
+}

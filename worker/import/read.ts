@@ -1,0 +1,105 @@
+import type { Readable } from 'node:stream';
+import type postgres from 'postgres';
+import { ObjectChangedError, type ObjectStore } from '../../src/storage/store';
+import { RowReader } from './cells';
+import { headerMismatch, loadBrands, loadColumns } from './columns';
+import { CopySink } from './copy-sink';
+import { parseCsv, utf8Text } from './csv';
+import { rowsTableDdl, stagingTables } from './staging';
+import { ImportFileError, type Pipeline } from './state';
+
+/**
+ * Phase 1, read: stream the pinned object through papaparse, validate and normalise every row in
+ * the worker, COPY the good ones into the UNLOGGED staging table, count the malformed ones.
+ *
+ * Restart-safe by starting over: the staging table is truncated first, and the malformed count is
+ * kept in memory and committed only together with the move to `dedupe`, so a read killed half way
+ * leaves nothing that a second read could count twice.
+ */
+export async function readPhase(p: Pipeline, conn: postgres.ReservedSql<{}>, store: ObjectStore): Promise<void> {
+  const { sql, job } = p;
+  await sql`
+    update contact_imports
+    set status = 'importing', phase = 'read', percent_complete = 0,
+        started_at = coalesce(started_at, now()), attempts = attempts + 1, updated_at = now()
+    where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid and status in ('uploaded', 'importing')`;
+  const etag = await pinEtag(p, store);
+
+  const columns = await loadColumns(sql, job);
+  const brands = await loadBrands(sql, job.accountId);
+  const reader = new RowReader(columns, brands, job.brandIds);
+
+  const t = stagingTables(job.id);
+  await conn.unsafe(rowsTableDdl(t.rows));
+  await conn.unsafe(`truncate ${t.rows}`);
+  await conn.unsafe(`drop table if exists ${t.merge}`);
+
+  const source = await openObject(store, job.objectKey!, etag);
+  const text = utf8Text(source);
+  const sink = new CopySink(conn, t.rows, p.batchSize);
+  let headerSeen = false;
+  let rowNo = 0;
+  let malformed = 0;
+  try {
+    await parseCsv(text, (rows, flagged) => {
+      for (let i = 0; i < rows.length; i++) {
+        const cells = rows[i]!;
+        if (cells.length === 1 && cells[0]!.trim() === '') continue; // a blank line is not a row
+        if (!headerSeen) {
+          const why = headerMismatch(cells, columns);
+          if (why) throw new ImportFileError(why);
+          headerSeen = true;
+          continue;
+        }
+        rowNo++;
+        const line = flagged?.has(i) ? undefined : reader.line(rowNo, cells);
+        if (line === undefined) malformed++;
+        else sink.add(line);
+      }
+      if (!sink.ready) {
+        text.pause();
+        sink.whenReady().then(
+          () => text.resume(),
+          (e) => text.destroy(e),
+        );
+      }
+    });
+    if (!headerSeen) throw new ImportFileError('The file is empty: it has no header row.');
+    await sink.close();
+  } catch (e) {
+    sink.abort();
+    source.destroy();
+    throw e;
+  }
+
+  await sql`
+    update contact_imports
+    set malformed_count = ${malformed}, phase = 'dedupe', updated_at = now()
+    where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid and status = 'importing' and phase = 'read'`;
+  job.phase = 'dedupe';
+  p.log('import read', { importId: job.id, rows: rowNo, staged: sink.rows, malformed });
+}
+
+/** The ETag the import reads; pinned at upload (or here, once), so a later PUT is never imported. */
+async function pinEtag(p: Pipeline, store: ObjectStore): Promise<string> {
+  const { job } = p;
+  if (!job.objectKey) throw new ImportFileError('No file was uploaded for this import.');
+  if (job.objectEtag) return job.objectEtag;
+  const info = await store.head(job.objectKey);
+  if (!info) throw new ImportFileError('The uploaded file could not be found.');
+  await p.sql`
+    update contact_imports set object_etag = ${info.etag}, object_size = ${info.size}, updated_at = now()
+    where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid and object_etag is null`;
+  job.objectEtag = info.etag;
+  return info.etag;
+}
+
+async function openObject(store: ObjectStore, key: string, etag: string): Promise<Readable> {
+  try {
+    return await store.read(key, etag);
+  } catch (e) {
+    // Gone or replaced is permanent; anything else (network, throttling) is for a retry.
+    if (e instanceof ObjectChangedError) throw new ImportFileError('The uploaded file could not be read: it was removed or replaced after upload.', { cause: e });
+    throw e;
+  }
+}

@@ -1,0 +1,36 @@
+import type { Sql } from '../../src/db';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * The two per-import staging tables. Names are built from the import id alone (checked to be a
+ * uuid, so only hex digits reach the SQL text), which makes every step that creates or drops them
+ * idempotent across restarts and workers.
+ */
+export function stagingTables(importId: string): { rows: string; merge: string } {
+  if (!UUID.test(importId)) throw new Error(`import id ${importId} is not a uuid`);
+  const hex = importId.replaceAll('-', '').toLowerCase();
+  return { rows: `import_rows_${hex}`, merge: `import_merge_${hex}` };
+}
+
+/**
+ * DDL of the table the read phase COPYs validated rows into. UNLOGGED: it is rebuilt from the file
+ * after any crash anyway, so WAL for it would be pure cost. `row_no` is the data row's position in
+ * the file; the last row per email wins at dedupe.
+ */
+export function rowsTableDdl(table: string): string {
+  return `
+    create unlogged table if not exists ${table} (
+      row_no     bigint not null,
+      email_md5  uuid   not null,
+      email      text   not null,
+      attributes jsonb  not null,
+      brand_ids  uuid[] not null
+    )`;
+}
+
+/** Drops both staging tables; safe to run any number of times, on any connection. */
+export async function dropStaging(sql: Sql, importId: string): Promise<void> {
+  const t = stagingTables(importId);
+  await sql.unsafe(`drop table if exists ${t.rows}, ${t.merge}`);
+}
