@@ -10,6 +10,7 @@ import type { ImportQueue } from '../src/imports/queue';
 import { createStore, importObjectKey, LocalStore } from '../src/storage';
 import { loadUploadSecret, UploadTokens } from '../src/storage/upload-token';
 import { uploadHandler } from '../src/uploads';
+import { runImport } from '../worker/import';
 import { testApp, type TestApp } from './helpers/app';
 
 const CSV = 'Email\na@example.com\nb@example.com\n';
@@ -49,7 +50,7 @@ async function newImport(): Promise<{ id: string; url: string }> {
   return { id: res.body.id, url: res.body.uploadUrl };
 }
 
-const PUT = (url: string, body: BodyInit | null, headers: Record<string, string> = {}) => put(new Request(url, { method: 'PUT', body, headers }));
+const PUT = (url: string, body: RequestInit['body'], headers: Record<string, string> = {}) => put(new Request(url, { method: 'PUT', body, headers }));
 
 async function row(id: string) {
   const [r] = await t.db.sql`select status, object_key, object_etag, object_size, uploaded_at from contact_imports where id = ${id}`;
@@ -83,11 +84,11 @@ describe('PUT /uploads/<token>: a valid upload', () => {
     const r = await row(id);
     expect(r.status).toBe('uploaded');
     expect(r.object_key).toBe(importObjectKey(t.accountId, id));
-    expect(r.object_etag).toBe(`"${md5(CSV)}"`);
+    expect(r.object_etag).toBeNull(); // pinned by the worker when it starts
     expect(r.object_size).toBe(CSV.length);
     expect(r.uploaded_at).toBeInstanceOf(Date);
     expect(enqueued).toEqual([id]);
-    expect(await readAll(id, r.object_etag)).toBe(CSV);
+    expect(await readAll(id, `"${md5(CSV)}"`)).toBe(CSV);
     expect(await store.head(r.object_key)).toMatchObject({ size: CSV.length, etag: `"${md5(CSV)}"` });
     expect(await leftovers(id)).toEqual([]);
     expect((await t.call('GET', `/v1/contact-imports/${id}`)).body.status).toBe('uploaded');
@@ -116,7 +117,8 @@ describe('PUT /uploads/<token>: a valid upload', () => {
     expect((await PUT(url, second)).status).toBe(200);
     const r = await row(id);
     expect(r.status).toBe('uploaded');
-    expect(r.object_etag).toBe(`"${md5(second)}"`);
+    expect(r.object_size).toBe(second.length);
+    expect((await store.head(r.object_key))?.etag).toBe(`"${md5(second)}"`);
     expect(await readAll(id)).toBe(second);
     // The superseded version is gone: a reader pinned to it is told the object changed.
     await expect(readAll(id, `"${md5(CSV)}"`)).rejects.toThrow();
@@ -172,7 +174,7 @@ describe('PUT /uploads/<token>: refusals', () => {
     await t.db.sql`update contact_imports set status = 'importing', started_at = now() where id = ${id}`;
     enqueued.length = 0;
     await expectXml(await PUT(url, 'Email\nlate@example.com\n'), 403, 'AccessDenied');
-    expect((await row(id)).object_etag).toBe(`"${md5(CSV)}"`);
+    expect((await store.head(importObjectKey(t.accountId, id)))?.etag).toBe(`"${md5(CSV)}"`);
     expect(await readAll(id)).toBe(CSV);
     expect(enqueued).toEqual([]);
   });
@@ -241,6 +243,20 @@ describe('PUT /uploads/<token>: refusals', () => {
     expect(await leftovers(id)).toEqual([]);
     expect((await row(id)).status).toBe('awaiting-upload');
     expect(enqueued).toEqual([]);
+  });
+});
+
+describe('with the worker pipeline (runImport)', () => {
+  test('two PUTs before the start: the second file is the one imported; a PUT after the start is refused', async () => {
+    const { id, url } = await newImport();
+    expect((await PUT(url, 'Email\nfirst@example.com\n')).status).toBe(200);
+    expect((await PUT(url, 'Email\nsecond@example.com\n')).status).toBe(200);
+    await runImport({ sql: t.db.sql, storage: store, config: t.deps.config }, t.accountId, id);
+    const got = (await t.call('GET', `/v1/contact-imports/${id}`)).body;
+    expect(got).toMatchObject({ status: 'success', rowCount: 1, addedCount: 1 });
+    const emails = await t.db.sql`select email from contacts where account_id = ${t.accountId} and first_import_id = ${id}`;
+    expect(emails.map((e) => e.email)).toEqual(['second@example.com']);
+    await expectXml(await PUT(url, 'Email\nthird@example.com\n'), 403, 'AccessDenied');
   });
 });
 

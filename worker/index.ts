@@ -1,0 +1,133 @@
+/**
+ * The worker process: runs contact imports and the upload sweeper from BullMQ. Stateless; run as
+ * many as you like. Postgres holds every state, so a killed worker loses nothing.
+ */
+import { Queue, UnrecoverableError, Worker, type Job, type Processor } from 'bullmq';
+import { ConfigError, loadConfig, type Config } from '../src/config';
+import { connect } from '../src/db';
+import { errorFields, log } from '../src/http/log';
+import { createImportQueue, redisConnection } from '../src/imports/bullmq-queue';
+import { IMPORT_JOB, IMPORT_QUEUE, JOB_NAMES, SWEEP_EVERY_MS, SWEEP_JOB, SWEEP_JOB_OPTIONS, SWEEP_QUEUE, SWEEP_SCHEDULER_ID, type ImportJobData } from '../src/imports/jobs';
+import { resolveDatabaseUrl, resolveRedisUrl } from '../src/cli/local/urls';
+import { createStore } from '../src/storage';
+import { runImport } from './import/index';
+import { sweep } from './sweep';
+
+// A process in an unknown state must not keep taking jobs: log, exit, let the supervisor restart it.
+// BullMQ hands the job of a dead worker to another one once its lock lapses.
+for (const event of ['uncaughtException', 'unhandledRejection'] as const) {
+  process.on(event, (e) => {
+    log('error', `worker ${event}; exiting`, errorFields(e));
+    process.exit(1);
+  });
+}
+
+let config: Config;
+let concurrency: number;
+try {
+  config = loadConfig();
+  concurrency = workerConcurrency(process.env.WORKER_CONCURRENCY);
+} catch (e) {
+  if (!(e instanceof ConfigError)) throw e;
+  console.error(`configuration error: ${e.message}`);
+  process.exit(2);
+}
+
+const db = await resolveDatabaseUrl(config);
+const redis = await resolveRedisUrl(config);
+const sql = connect(db.url, config.databasePoolSize);
+const storage = await createStore(config);
+const importQueue = createImportQueue(redis.url);
+
+type Handler = (job: Job) => Promise<unknown>;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Every job name of every queue, mapped to exactly one handler (checked below, before any job runs). */
+const handlers: Record<string, Record<string, Handler>> = {
+  [IMPORT_QUEUE]: {
+    [IMPORT_JOB]: async (job: Job<ImportJobData>) => {
+      const { accountId, importId } = job.data ?? {};
+      // Bad input never gets better with retries.
+      if (!UUID.test(accountId ?? '') || !UUID.test(importId ?? '')) throw new UnrecoverableError(`job ${job.id} has no valid accountId/importId`);
+      await runImport({ sql, storage, config }, accountId, importId);
+    },
+  },
+  [SWEEP_QUEUE]: {
+    [SWEEP_JOB]: async () => {
+      const result = await sweep({ sql, storage, queue: importQueue });
+      if (result.arrived.length || result.expired.length || result.requeued.length) log('info', 'upload sweep', { ...result });
+      return result;
+    },
+  },
+};
+
+checkHandlers();
+
+function checkHandlers(): void {
+  const declared = Object.entries(JOB_NAMES).flatMap(([q, names]) => names.map((n) => `${q}/${n}`)).sort();
+  const handled = Object.entries(handlers).flatMap(([q, map]) => Object.keys(map).map((n) => `${q}/${n}`)).sort();
+  if (declared.join() !== handled.join()) {
+    log('error', 'job names and handlers differ; refusing to start', { declared, handled });
+    process.exit(1);
+  }
+}
+
+function processorFor(queueName: string): Processor {
+  const map = handlers[queueName]!;
+  return async (job) => {
+    const handler = map[job.name];
+    if (!handler) throw new UnrecoverableError(`no handler for job ${job.name} on ${queueName}`);
+    return handler(job);
+  };
+}
+
+const importWorker = new Worker(IMPORT_QUEUE, processorFor(IMPORT_QUEUE), {
+  connection: redisConnection(redis.url),
+  concurrency,
+  // Generous: a batch merge holds the event loop and must not let the lock lapse mid-import.
+  lockDuration: 5 * 60_000,
+  maxStalledCount: 2,
+});
+const sweepWorker = new Worker(SWEEP_QUEUE, processorFor(SWEEP_QUEUE), {
+  connection: redisConnection(redis.url),
+  concurrency: 1,
+  lockDuration: 60_000,
+});
+for (const [name, w] of [['import', importWorker], ['sweep', sweepWorker]] as const) {
+  w.on('failed', (job, e) => log('warn', `${name} job failed`, { jobId: job?.id, attempts: job?.attemptsMade, ...errorFields(e) }));
+  w.on('error', (e) => log('error', `${name} worker error`, errorFields(e)));
+}
+
+// Every process upserts the same scheduler id, so one sweep runs per interval however many run.
+const sweepQueue = new Queue(SWEEP_QUEUE, { connection: redisConnection(redis.url) });
+await sweepQueue.upsertJobScheduler(SWEEP_SCHEDULER_ID, { every: SWEEP_EVERY_MS }, { name: SWEEP_JOB, opts: SWEEP_JOB_OPTIONS });
+log('info', 'worker started', { concurrency, storage: storage.driver });
+
+// Phased shutdown: stop taking jobs and let the running ones finish (worker.close() waits), then
+// close connections. A second signal exits at once; the job's lock lapses and another worker
+// resumes it from its last checkpoint.
+let stopping = false;
+async function shutdown(signal: string) {
+  if (stopping) {
+    log('warn', 'second signal; exiting without waiting for running jobs', { signal });
+    process.exit(1);
+  }
+  stopping = true;
+  log('info', 'worker shutting down', { signal });
+  await Promise.allSettled([importWorker.close(), sweepWorker.close()]);
+  await Promise.allSettled([sweepQueue.close(), importQueue.close()]);
+  await sql.end({ timeout: 5 }).catch(() => {});
+  await db.stop();
+  await redis.stop();
+  process.exit(0);
+}
+process.on('SIGTERM', () => void shutdown('SIGTERM'));
+process.on('SIGINT', () => void shutdown('SIGINT'));
+
+function workerConcurrency(raw: string | undefined): number {
+  if (raw === undefined || raw.trim() === '') return 1;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1 || n > 64) throw new ConfigError(`WORKER_CONCURRENCY must be an integer from 1 to 64, got "${raw}"`);
+  return n;
+}
