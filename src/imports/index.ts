@@ -11,7 +11,7 @@ export function importRoutes(deps: Deps) {
   const { sql } = deps;
   return new Elysia({ prefix: '/v1/contact-imports', detail: { tags: ['Contact imports'] } })
     .get(
-      '/',
+      '',
       ({ request, query }) => {
         rejectUnknownParams(query, ['page', 'pageSize']);
         return listImports(sql, authOf(request).accountId, query);
@@ -19,7 +19,7 @@ export function importRoutes(deps: Deps) {
       { query: ImportListQuery, response: { 200: ImportPage, ...errorResponses(400) }, detail: { summary: 'List contact imports, newest first' } },
     )
     .post(
-      '/',
+      '',
       async ({ request, body, set }) => {
         if (!deps.storage) throw new ApiError('api_error', 'No object store is configured.');
         set.status = 201;
