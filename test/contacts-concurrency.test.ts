@@ -203,6 +203,14 @@ describe('no single write interleaves with a bulk batch', () => {
     return { isLocked, release: async () => (release(), await done) };
   }
 
+  async function waitFor(check: () => Promise<boolean>) {
+    for (let i = 0; i < 100; i++) {
+      if (await check()) return;
+      await Bun.sleep(50);
+    }
+    throw new Error('condition not reached in 5 s');
+  }
+
   const pendingAfter = (p: Promise<unknown>, ms: number) =>
     Promise.race([p.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), ms))]);
 
@@ -210,11 +218,15 @@ describe('no single write interleaves with a bulk batch', () => {
     const email = fresh();
     const batch = holdBatchLock(false);
     await batch.isLocked;
-    const write = t.call('POST', '/v1/contacts', { body: { email } });
-    expect(await pendingAfter(write, 400)).toBe(true);
-    expect(await rowOf(t, email)).toBeUndefined();
-    await batch.release();
-    expect((await write).status).toBe(201);
+    try {
+      const write = t.call('POST', '/v1/contacts', { body: { email } });
+      expect(await pendingAfter(write, 400)).toBe(true);
+      expect(await rowOf(t, email)).toBeUndefined();
+      await batch.release();
+      expect((await write).status).toBe(201);
+    } finally {
+      await batch.release();
+    }
   });
 
   test('a write arriving while a committed bulk operation holds a batch is refused at once', async () => {
@@ -232,24 +244,34 @@ describe('no single write interleaves with a bulk batch', () => {
     }
   });
 
-  test('a write that holds the shared lock delays the batch until it commits', async () => {
-    // A long-running single write (simulated by holding the shared lock) must finish before the bulk
-    // side's exclusive lock is granted.
-    let finish!: () => void;
-    const finished = new Promise<void>((r) => (finish = r));
-    let holding!: () => void;
-    const isHolding = new Promise<void>((r) => (holding = r));
-    const single = t.db.sql.begin(async (tx) => {
-      await tx`select pg_advisory_xact_lock_shared(hashtextextended(${t.accountId}::text, 0))`;
-      holding();
-      await finished;
+  test('a write in flight holds the batch off until it commits', async () => {
+    const email = fresh();
+    await create(t, { email });
+    // Hold the contact's row so that a PATCH stops inside its guarded transaction.
+    let unlockRow!: () => void;
+    const rowReleased = new Promise<void>((r) => (unlockRow = r));
+    let rowLocked!: () => void;
+    const isRowLocked = new Promise<void>((r) => (rowLocked = r));
+    const holder = t.db.sql.begin(async (tx) => {
+      await tx`select 1 from contacts where account_id = ${t.accountId} and email = ${email} for update`;
+      rowLocked();
+      await rowReleased;
     });
-    await isHolding;
-    const batch = holdBatchLock(true);
-    expect(await pendingAfter(batch.isLocked, 400)).toBe(true);
-    finish();
-    await single;
-    await batch.isLocked;
-    await batch.release();
+    await isRowLocked;
+    const write = t.call('PATCH', `/v1/contacts/${md5(email)}`, { body: { attributes: { a1: 'in flight' } } });
+    let batch: ReturnType<typeof holdBatchLock> | undefined;
+    try {
+      await waitFor(async () => (await t.db.sql`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%update contacts%'`).length > 0);
+      batch = holdBatchLock(true);
+      expect(await pendingAfter(batch.isLocked, 400)).toBe(true);
+      unlockRow();
+      expect((await write).status).toBe(200);
+      await batch.isLocked;
+      expect((await rowOf(t, email))!.attributes).toEqual({ a1: 'in flight' });
+    } finally {
+      unlockRow();
+      await holder;
+      await batch?.release();
+    }
   });
 });
