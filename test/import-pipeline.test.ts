@@ -115,7 +115,7 @@ describe('counts', () => {
     const { row } = await importCsv(a.id, 'Email,firstName,age,Brand\nx@example.com,X,5.0,alpha\n', { strategy: 'overwrite' });
     expect(row).toMatchObject({ rowCount: 1, updatedCount: 0, skippedCount: 1 });
     expect((await contact(a.id, 'x@example.com'))!.updatedAt.toISOString()).toBe('2020-01-01T00:00:00.000Z');
-    expect(await events(a.id)).toEqual([]);
+    expect([...(await events(a.id))]).toEqual([]);
   });
 });
 

@@ -103,11 +103,11 @@ events as (
   returning 1
 ),
 
--- Keeps Retry-After of refused single writes honest while the merge runs.
+-- Keeps Retry-After of refused single writes honest while the merge runs. (Like every
+-- data-modifying CTE it runs to completion even though nothing reads it.)
 estimate as (
   update bulk_operations set estimated_end = $11::timestamptz
   where account_id = $1::uuid and id = $2::uuid
-  returning 1
 )
 
 update contact_imports
@@ -119,7 +119,7 @@ set checkpoint       = $4::int8,
     percent_complete = (100 * $4::int8 / greatest($10::int8, 1))::int4,
     updated_at       = now()
 where account_id = $1::uuid and id = $2::uuid
-returning (select count(*) from inserted)::int8 as added,
+returning percent_complete as "percentComplete",
+          (select count(*) from inserted)::int8 as added,
           (select count(*) from updated)::int8 as updated,
-          (select count(*) from events)::int8 as events,
-          (select count(*) from estimate)::int8 as estimates
+          (select count(*) from events)::int8 as events

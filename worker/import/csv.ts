@@ -43,14 +43,19 @@ export function utf8Text(source: AsyncIterable<Uint8Array>): Readable {
 
 /**
  * Feeds `text` through papaparse in chunk mode and calls `onRows` synchronously for each parsed
- * chunk: the rows as arrays of cells, plus the indexes (in that chunk) of rows papaparse flagged
- * (a malformed quote). Whatever `onRows` throws ends the parse with that error. Backpressure is the
- * caller's: pausing `text` stops the chunks, resuming it restarts them.
+ * chunk: the rows as arrays of cells, the indexes (in that chunk) of rows papaparse flagged (a
+ * malformed quote), and how many characters papaparse holds unparsed (an unfinished row). Whatever
+ * `onRows` throws ends the parse with that error. Backpressure is the caller's: pausing `text`
+ * stops the chunks, resuming it restarts them.
+ *
+ * The unparsed count matters: papaparse keeps an unfinished row in memory and parses it again with
+ * every chunk, so a quote that is never closed would otherwise pull the rest of a 5 GB file into
+ * one string.
  *
  * Blank lines are not filtered here: papaparse's greedy mode would also drop a row of empty cells
  * (`,,`), which is a malformed row, not a blank line.
  */
-export function parseCsv(text: Readable, onRows: (rows: string[][], flagged: ReadonlySet<number> | undefined) => void): Promise<void> {
+export function parseCsv(text: Readable, onRows: (rows: string[][], flagged: ReadonlySet<number> | undefined, unparsed: number) => void): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     let failed = false;
     const fail = (e: unknown) => {
@@ -61,6 +66,11 @@ export function parseCsv(text: Readable, onRows: (rows: string[][], flagged: Rea
     };
     // papaparse detaches its listeners after the first error; a later one must not go unhandled.
     text.on('error', () => {});
+    // Registered before papaparse's listener, so it counts each chunk before papaparse parses it.
+    let fed = 0;
+    text.on('data', (s: string) => {
+      fed += s.length;
+    });
     Papa.parse<string[]>(text as unknown as NodeJS.ReadableStream, {
       delimiter: ',',
       header: false,
@@ -70,7 +80,8 @@ export function parseCsv(text: Readable, onRows: (rows: string[][], flagged: Rea
         if (failed) return;
         let flagged: Set<number> | undefined;
         for (const e of results.errors) if (e.row !== undefined) (flagged ??= new Set()).add(e.row);
-        onRows(results.data, flagged);
+        // meta.cursor is absolute: the end of the last complete row papaparse handed out.
+        onRows(results.data, flagged, fed - results.meta.cursor);
       },
       complete() {
         if (!failed) resolve();

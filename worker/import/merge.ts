@@ -8,6 +8,14 @@ const ASSUMED_ROWS_PER_SECOND = 20_000;
 /** In-process retries of a batch that lost a deadlock or serialization race before giving up to the queue. */
 const RACE_RETRIES = 3;
 
+/** What merge-batch.sql returns: the batch's own counts and the import's new percentage. */
+interface BatchResult {
+  percentComplete: number;
+  added: number;
+  updated: number;
+  events: number;
+}
+
 let mergeSqlText: Promise<string> | undefined;
 
 /** The merge statement for one import's merge table (the file is read once per process). */
@@ -54,7 +62,7 @@ export async function mergePhase(p: Pipeline): Promise<boolean> {
     const perMs = done > startedFrom && elapsed > 0 ? (done - startedFrom) / elapsed : ASSUMED_ROWS_PER_SECOND / 1000;
     const estimatedEnd = new Date(Date.now() + (rowCount - done) / perMs);
 
-    let outcome: { stop: true } | { checkpoint: number } | undefined;
+    let outcome: { stop: true } | { checkpoint: number; result?: BatchResult } | undefined;
     for (let attempt = 0; outcome === undefined; attempt++) {
       try {
         outcome = await sql.begin(async (tx) => {
@@ -65,12 +73,12 @@ export async function mergePhase(p: Pipeline): Promise<boolean> {
             for update`;
           if (!state || state.status !== 'importing' || state.phase !== 'merge') return { stop: true as const };
           if (state.checkpoint !== done) return { checkpoint: state.checkpoint };
-          await tx.unsafe(
+          const [r] = await tx.unsafe<BatchResult[]>(
             statement,
             [job.accountId, job.id, done, hi, job.strategy, job.overwriteBrands, job.restoreDisabled, job.publishEvents, job.method, rowCount, estimatedEnd],
             { prepare: false },
           );
-          return { checkpoint: hi };
+          return { checkpoint: hi, result: r! };
         });
       } catch (e) {
         if (!lostRace(e) || attempt >= RACE_RETRIES) throw e;
@@ -80,6 +88,7 @@ export async function mergePhase(p: Pipeline): Promise<boolean> {
     }
     if ('stop' in outcome) return false;
     done = outcome.checkpoint;
+    if (outcome.result) p.log('import merge batch', { importId: job.id, checkpoint: done, ...outcome.result });
   }
   job.checkpoint = done;
   p.log('import merged', { importId: job.id, rowCount, ms: Date.now() - startedAt });

@@ -9,6 +9,14 @@ import { rowsTableDdl, stagingTables } from './staging';
 import { ImportFileError, type Pipeline } from './state';
 
 /**
+ * A row can hold at most this much text (per column, at least 1 MB in all). An importable cell is
+ * at most 255 characters (about 520 with every character a doubled quote), so no importable row
+ * comes near it; past it the file is broken (see parseCsv).
+ */
+const MAX_CHARS_PER_COLUMN = 1024;
+const MAX_ROW_CHARS = 1 << 20;
+
+/**
  * Phase 1, read: stream the pinned object through papaparse, validate and normalise every row in
  * the worker, COPY the good ones into the UNLOGGED staging table, count the malformed ones.
  *
@@ -28,6 +36,7 @@ export async function readPhase(p: Pipeline, conn: postgres.ReservedSql<{}>, sto
   const columns = await loadColumns(sql, job);
   const brands = await loadBrands(sql, job.accountId);
   const reader = new RowReader(columns, brands, job.brandIds);
+  const maxRowChars = Math.max(MAX_ROW_CHARS, columns.length * MAX_CHARS_PER_COLUMN);
 
   const t = stagingTables(job.id);
   await conn.unsafe(rowsTableDdl(t.rows));
@@ -41,7 +50,7 @@ export async function readPhase(p: Pipeline, conn: postgres.ReservedSql<{}>, sto
   let rowNo = 0;
   let malformed = 0;
   try {
-    await parseCsv(text, (rows, flagged) => {
+    await parseCsv(text, (rows, flagged, unparsed) => {
       for (let i = 0; i < rows.length; i++) {
         const cells = rows[i]!;
         if (cells.length === 1 && cells[0]!.trim() === '') continue; // a blank line is not a row
@@ -55,6 +64,10 @@ export async function readPhase(p: Pipeline, conn: postgres.ReservedSql<{}>, sto
         const line = flagged?.has(i) ? undefined : reader.line(rowNo, cells);
         if (line === undefined) malformed++;
         else sink.add(line);
+      }
+      if (unparsed > maxRowChars) {
+        const where = headerSeen ? `Data row ${rowNo + 1}` : 'The header row';
+        throw new ImportFileError(`${where} is not valid CSV: a quoted field is never closed, or the row is longer than ${maxRowChars} characters.`);
       }
       if (!sink.ready) {
         text.pause();

@@ -1,0 +1,118 @@
+/** The pure parts of the import pipeline: cell reading and the header check. No database. */
+import { describe, expect, test } from 'bun:test';
+import { BrandIndex, readBoolean, readNumber, RowReader, splitList, tooLong, type Column } from '../worker/import/cells';
+import { headerMismatch } from '../worker/import/columns';
+
+const ALPHA = '11111111-1111-4111-8111-111111111111';
+const SEMI = '22222222-2222-4222-8222-222222222222';
+const brands = new BrandIndex([
+  { id: ALPHA, name: 'Alpha' },
+  { id: SEMI, name: 'Beta;Gamma' },
+]);
+const columns: Column[] = [
+  { name: 'Email', type: 'identity' },
+  { name: 'name', type: 'string' },
+  { name: 'n', type: 'number' },
+  { name: 'ok', type: 'boolean' },
+  { name: 'tags', type: 'array' },
+  { name: 'work', type: 'email' },
+  { name: 'Brand', type: 'brand' },
+];
+const reader = new RowReader(columns, brands, []);
+
+/** The staging fields of a row, or undefined when malformed. */
+function read(cells: string[], r = reader) {
+  const line = r.line(7, cells);
+  if (line === undefined) return undefined;
+  const [rowNo, md5, email, attributes, brandIds] = line.slice(0, -1).split('\t');
+  return { rowNo, md5, email, attributes: JSON.parse(attributes!.replaceAll('\\\\', '\\')), brandIds };
+}
+
+describe('cells', () => {
+  test('a row becomes a COPY line: row number, md5 of the lowercased address, trimmed address, typed attributes, brands', () => {
+    expect(read([' Ann@Example.com ', ' Ann ', '42', 'YES', 'a; b ;;c', 'w@x.io', 'alpha'])).toEqual({
+      rowNo: '7',
+      md5: new Bun.CryptoHasher('md5').update('ann@example.com').digest('hex'),
+      email: 'Ann@Example.com',
+      attributes: { name: 'Ann', n: 42, ok: true, tags: ['a', 'b', 'c'], work: 'w@x.io' },
+      brandIds: `{${ALPHA}}`,
+    });
+  });
+
+  test('empty and blank cells are not sent', () => {
+    expect(read(['a@b.co', '', '  ', '', ' ; ', '', ''])).toMatchObject({ attributes: {}, brandIds: '{}' });
+  });
+
+  test('a missing or invalid address, a wrong field count, a bad typed value make the row malformed', () => {
+    const good = ['a@b.co', '', '', '', '', '', ''];
+    expect(read(good)).toBeDefined();
+    expect(read(['', ...good.slice(1)])).toBeUndefined();
+    expect(read(['nope', ...good.slice(1)])).toBeUndefined();
+    expect(read(good.slice(1))).toBeUndefined();
+    expect(read([...good, 'extra'])).toBeUndefined();
+    expect(read(['a@b.co', '', '1,5', '', '', '', ''])).toBeUndefined();
+    expect(read(['a@b.co', '', '', 'maybe', '', '', ''])).toBeUndefined();
+    expect(read(['a@b.co', '', '', '', '', 'not-an-address', ''])).toBeUndefined();
+    expect(read(['a@b.co', 'nul\0', '', '', '', '', ''])).toBeUndefined();
+  });
+
+  test('text survives COPY escaping: quotes, backslashes, tabs, newlines, non-ASCII', () => {
+    const name = 'a "q" \\ b\tc\nd é 😀';
+    expect(read(['a@b.co', name, '', '', '', '', ''])!.attributes).toEqual({ name });
+  });
+
+  test('over 255 characters is malformed, counted in code points', () => {
+    const ok = (s: string) => read(['a@b.co', s, '', '', '', '', '']) !== undefined;
+    expect(ok('x'.repeat(255))).toBe(true);
+    expect(ok('x'.repeat(256))).toBe(false);
+    expect(ok('😀'.repeat(255))).toBe(true);
+    expect(ok('😀'.repeat(256))).toBe(false);
+    expect(tooLong('😀'.repeat(200) + 'x'.repeat(55))).toBe(false);
+    const entry = (s: string) => read(['a@b.co', '', '', '', s, '', '']) !== undefined;
+    expect(entry(`${'x'.repeat(200)};${'y'.repeat(50)}`)).toBe(true);
+    expect(entry(`${'x'.repeat(256)}`)).toBe(false);
+  });
+
+  test('numbers: decimal, signed, exponent; nothing else', () => {
+    expect(['1', '-2.5', '+3', '.5', '4.', '1e3', '2E-2', '007'].map(readNumber)).toEqual(['1', '-2.5', '3', '0.5', '4', '1000', '0.02', '7']);
+    for (const bad of ['', '-', '.', 'e3', '1e', '1,5', '0x10', 'Infinity', 'NaN', '1e999', '1 2']) expect(readNumber(bad)).toBeUndefined();
+  });
+
+  test('booleans: true/false/yes/no/1/0 in any case', () => {
+    expect(['TRUE', 'yes', '1', 'False', 'NO', '0'].map(readBoolean)).toEqual(['true', 'true', 'true', 'false', 'false', 'false']);
+    for (const bad of ['y', 'n', 'on', '2', 'truee']) expect(readBoolean(bad)).toBeUndefined();
+  });
+
+  test('lists split on ; with \\; for a literal semicolon; entries trimmed, empty ones dropped', () => {
+    expect(splitList('a')).toEqual(['a']);
+    expect(splitList(' a ; b\\;c ;; d\\x ')).toEqual(['a', 'b;c', 'd\\x']);
+    expect(splitList(';;')).toEqual([]);
+  });
+
+  test('brands: names case-insensitive or ids, \\; in names, repeats once, import brands added; unknown is malformed', () => {
+    const r = new RowReader(columns, brands, [SEMI, ALPHA]);
+    expect(read(['a@b.co', '', '', '', '', '', `ALPHA;${ALPHA.toUpperCase()};beta\\;gamma`])!.brandIds).toBe(`{${ALPHA},${SEMI}}`);
+    expect(read(['a@b.co', '', '', '', '', '', ''], r)!.brandIds).toBe(`{${SEMI},${ALPHA}}`);
+    expect(read(['a@b.co', '', '', '', '', '', 'Beta'])).toBeUndefined();
+    expect(read(['a@b.co', '', '', '', '', '', 'alpha;nobody'])).toBeUndefined();
+  });
+});
+
+describe('header', () => {
+  const cols: Column[] = [
+    { name: 'Email', type: 'identity' },
+    { name: 'firstName', type: 'string' },
+    { name: 'lastName', type: 'string' },
+  ];
+
+  test('matches ignoring case and surrounding whitespace', () => {
+    expect(headerMismatch([' EMAIL', 'firstname ', 'LastName'], cols)).toBeUndefined();
+  });
+
+  test('names the first mismatch', () => {
+    expect(headerMismatch(['Email', 'firstName', 'foo'], cols)).toBe('Header column 3 is "foo", expected "lastName".');
+    expect(headerMismatch(['Email', 'lastName', 'firstName'], cols)).toBe('Header column 2 is "lastName", expected "firstName".');
+    expect(headerMismatch(['Email', 'firstName'], cols)).toBe('Header column 3 is missing, expected "lastName".');
+    expect(headerMismatch(['Email', 'firstName', 'lastName', 'x'], cols)).toBe('Header column 4 is "x", but only 3 columns were declared.');
+  });
+});
