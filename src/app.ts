@@ -4,9 +4,10 @@ import type { Deps } from './deps';
 import { authenticate } from './auth/authenticate';
 import { requiredScope } from './auth/scopes';
 import { ApiError } from './errors';
-import { fromFramework } from './http/framework-errors';
+import { failureLogFields, fromFramework } from './http/framework-errors';
 import { problemResponse } from './http/problem';
 import { readJsonBody } from './http/json-body';
+import './http/formats';
 import { factsOf, startRequest } from './http/context';
 import { errorFields, log } from './http/log';
 import { healthRoutes } from './http/health';
@@ -51,7 +52,8 @@ export function buildApp(deps: Deps) {
       const instance = new URL(request.url).pathname;
       const mapped = fromFramework(code, error);
       if (mapped) return problemResponse(mapped, config.docsUrl, instance);
-      log('error', 'unexpected error', { requestId: factsOf(request)?.id, route: factsOf(request)?.route, ...errorFields(error) });
+      const fields = failureLogFields(code, error) ?? errorFields(error);
+      log('error', 'unexpected error', { requestId: factsOf(request)?.id, route: factsOf(request)?.route, ...fields });
       const hidden = new ApiError('api_error', 'An unexpected error occurred. Quote the request id when reporting it.');
       return problemResponse(hidden, config.docsUrl, instance);
     })

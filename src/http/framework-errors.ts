@@ -1,4 +1,5 @@
 import { ApiError, invalidRequest, notFound, pointer, type FieldError } from '../errors';
+import { PARAMETER } from './pagination';
 
 interface ValueErrorLike {
   path: string;
@@ -24,9 +25,17 @@ function segment(path: string): string {
 export function fromFramework(code: unknown, error: unknown): ApiError | undefined {
   if (error instanceof ApiError) return error;
   if (code === 'NOT_FOUND') return notFound('No such route. Every path lives under /v1.');
-  if (code === 'PARSE') return invalidRequest('The request body is not valid JSON.');
+  if (code === 'PARSE') {
+    // Elysia wraps whatever a parse hook throws (readJsonBody's size and content-type problems).
+    const cause = (error as { cause?: unknown })?.cause;
+    return cause instanceof ApiError ? cause : invalidRequest('The request body is not valid JSON.');
+  }
   if (code === 'VALIDATION') {
     const v = error as { type?: string; all?: ValueErrorLike[] };
+    // A response that fails its own schema is our fault, not the client's: let it become api_error.
+    if (v.type === 'response') return undefined;
+    // A coerced value (a query number such as page=0) checked on its own, without its path.
+    if (v.type === 'property') return propertyError(error as { validator?: Record<string, unknown> }, v.all ?? []);
     const all = (v.all ?? []).filter((e) => e.path !== undefined);
     const first = all[0];
     const where = v.type ?? 'body';
@@ -44,6 +53,23 @@ export function fromFramework(code: unknown, error: unknown): ApiError | undefin
     return invalidRequest(errors[0]!.detail, errors);
   }
   return undefined;
+}
+
+/**
+ * What to log about a failure that became api_error. Elysia's response-validation message embeds the
+ * whole response (emails included), so only the paths and messages of its errors are kept.
+ */
+export function failureLogFields(code: unknown, error: unknown): Record<string, unknown> | undefined {
+  if (code !== 'VALIDATION') return undefined;
+  const v = error as { type?: string; all?: ValueErrorLike[] };
+  return { error: `${v.type ?? 'unknown'} validation failed`, problems: (v.all ?? []).slice(0, 5).map((e) => `${e.path}: ${e.message}`) };
+}
+
+function propertyError(error: { validator?: Record<string, unknown> }, all: ValueErrorLike[]): ApiError {
+  const first = all[0];
+  const detail = (first && customMessage(first)) ?? `A request value is not valid${first ? `: ${first.message}` : ''}.`;
+  const parameter = error.validator?.[PARAMETER];
+  return invalidRequest(detail, typeof parameter === 'string' ? [{ detail, parameter }] : undefined);
 }
 
 function describe(where: string, path: string, message: string): string {

@@ -1,10 +1,26 @@
 import { t, type TSchema } from 'elysia';
 import { invalidParameter } from '../errors';
 
+/**
+ * Names the query parameter on its own schema. Elysia checks a coerced number (page=0) outside the
+ * query object and reports it with an empty path, so the error mapper reads the name from here.
+ */
+export const PARAMETER = 'x-parameter';
+
 /** page/pageSize of every list endpoint, with the spec's bounds and defaults. */
 export const pageParams = {
-  page: t.Optional(t.Integer({ minimum: 1, default: undefined, error: 'page must be an integer of at least 1.' })),
-  pageSize: t.Optional(t.Integer({ minimum: 10, maximum: 200, error: 'pageSize must be an integer from 10 to 200.' })),
+  // The upper bound keeps page exact in a JS number and the SQL offset within bigint (a page like 1e20
+  // used to reach PostgreSQL as "2e+22" and fail as a 500).
+  page: t.Optional(
+    t.Integer({
+      minimum: 1,
+      maximum: Number.MAX_SAFE_INTEGER,
+      default: undefined,
+      error: 'page must be an integer of at least 1 (and below 2^53).',
+      [PARAMETER]: 'page',
+    }),
+  ),
+  pageSize: t.Optional(t.Integer({ minimum: 10, maximum: 200, error: 'pageSize must be an integer from 10 to 200.', [PARAMETER]: 'pageSize' })),
 };
 
 export const Pagination = t.Object({
@@ -30,6 +46,18 @@ export function pageOf(query: { page?: number; pageSize?: number }): Page {
 
 export function pagination(p: Page, totalCount: number) {
   return { page: p.page, pageSize: p.pageSize, totalCount, totalPages: Math.ceil(totalCount / p.pageSize) };
+}
+
+/**
+ * A query parameter given twice is an error: Elysia keeps only the last value of a non-array
+ * parameter, which would silently drop a filter (`name=a&name=b`).
+ */
+export function rejectRepeatedParams(url: string): void {
+  const seen = new Set<string>();
+  for (const key of new URL(url).searchParams.keys()) {
+    if (seen.has(key)) throw invalidParameter(key, `The query parameter ${key} may be given only once.`);
+    seen.add(key);
+  }
 }
 
 /** Unknown query parameters are an error rather than silently ignored (a typo would change results). */
