@@ -1,7 +1,7 @@
 import { Elysia } from 'elysia';
 import type { Deps } from '../deps';
 import { authOf } from '../http/context';
-import { rejectUnknownParams } from '../http/pagination';
+import { rejectRepeatedParams, rejectUnknownParams } from '../http/pagination';
 import { errorResponses } from '../http/openapi';
 import { Brand, BrandIdParams, BrandList, BrandListQuery } from './model';
 import { getBrand, listBrands, nameFilterOf } from './service';
@@ -11,6 +11,7 @@ export function brandRoutes({ sql }: Deps) {
     .get(
       '/',
       ({ request, query }) => {
+        rejectRepeatedParams(request.url);
         rejectUnknownParams(query, ['page', 'pageSize', 'sort', 'enabled'], (k) => k === 'name' || k.startsWith('name['));
         return listBrands(sql, authOf(request).accountId, query, nameFilterOf(query));
       },

@@ -57,6 +57,8 @@ export function nameFilterOf(query: Record<string, unknown>): NameFilter | undef
       throw invalidParameter(key, `Unknown name filter operator "${op}". Use one of ${NAME_OPERATORS.join(', ')}.`);
     }
     if (typeof value !== 'string') throw invalidParameter(key, `${key} must be given once.`);
+    // PostgreSQL text cannot hold NUL; sent on, it failed the query as a 500.
+    if (value.includes('\u0000')) throw invalidParameter(key, `${key} must not contain a NUL character.`);
     filters.push({ op: op as NameOperator, value });
   }
   if (filters.length > 1) throw invalidParameter('name', 'At most one name filter may be given per request.');
