@@ -1,0 +1,143 @@
+import { open } from 'node:fs/promises';
+import Papa from 'papaparse';
+import type { Config } from '../../config';
+import type { Sql } from '../../db';
+import { resolveColumns } from '../../imports/columns';
+import { getSchema } from '../../schema/service';
+import { createStore, importObjectKey } from '../../storage';
+import type { ObjectStore } from '../../storage/store';
+import { markImportFailed, runImport, UnrecoverableImportError } from '../../../worker/import/index';
+import { requireAccount } from './accounts';
+import { AdminError, parseFlags, UsageError, uuidFlag, type Command } from './args';
+import { loadConfig } from '../../config';
+
+export interface ImportFlags {
+  account?: string;
+  file?: string;
+  strategy?: string;
+  brand?: string[];
+  'overwrite-brands'?: boolean;
+  'restore-disabled'?: boolean;
+  'no-events'?: boolean;
+}
+
+/** How much of the file is read to find the header row. */
+const HEADER_BYTES = 1 << 20;
+/** A transient fault (connection, deadlock) is retried this many times, as the queue would. */
+const ATTEMPTS = 3;
+
+/**
+ * `import --account ID --file PATH --strategy S [--brand ID]… [--overwrite-brands]
+ * [--restore-disabled] [--no-events]`: a `method: manual` contact import of a local CSV file, run
+ * in this process to its end. The columns are the file's header (matched case-insensitively to the
+ * schema); the file goes through the object store like an upload, so the worker's pipeline and
+ * rules apply unchanged. `store` is for tests; by default the configured store is used.
+ */
+export async function importCommand(sql: Sql, config: Config, flags: ImportFlags, store?: ObjectStore): Promise<{ id: string }> {
+  if (!flags.account) throw new UsageError('--account is required');
+  if (!flags.file) throw new UsageError('--file is required');
+  if (!flags.strategy) throw new UsageError('--strategy is required');
+  const accountId = uuidFlag('account', flags.account);
+  const strategy = flags.strategy;
+  if (strategy !== 'overwrite' && strategy !== 'keep' && strategy !== 'skip') throw new UsageError(`--strategy must be overwrite, keep or skip, got "${strategy}"`);
+  const brandIds = [...new Set((flags.brand ?? []).map((b) => uuidFlag('brand', b)))];
+
+  await requireAccount(sql, accountId);
+  const header = await readHeader(flags.file);
+  const { columns, errors } = resolveColumns(await getSchema(sql, accountId), header);
+  if (errors.length) throw new AdminError(`the file's header does not fit the contact schema: ${errors.map((e) => e.detail).join(' ')}`);
+  if (brandIds.length) {
+    const found = await sql<{ id: string }[]>`
+      select id::text as id from brands where account_id = ${accountId} and id = any(${sql.array(brandIds)}::uuid[]) and deleted_at is null`;
+    const missing = brandIds.filter((id) => !found.some((f) => f.id === id));
+    if (missing.length) throw new AdminError(`no brand ${missing.join(', ')} in account ${accountId}`);
+  }
+
+  const id = crypto.randomUUID();
+  const key = importObjectKey(accountId, id);
+  try {
+    // awaiting-upload first: the row claims the account's one open import before the copy starts.
+    await sql`
+      insert into contact_imports (
+        account_id, id, status, method, columns, duplicate_contact_strategy, overwrite_brands, restore_disabled,
+        publish_events, brand_ids, updated_count, skipped_count, object_key)
+      values (
+        ${accountId}, ${id}, 'awaiting-upload', 'manual', ${sql.array(columns)}, ${strategy},
+        ${flags['overwrite-brands'] ?? false}, ${flags['restore-disabled'] ?? false}, ${!(flags['no-events'] ?? false)},
+        ${sql.array(brandIds)}::uuid[], 0, 0, ${key})`;
+  } catch (e) {
+    if ((e as { constraint_name?: string }).constraint_name === 'contact_imports_one_open') {
+      throw new AdminError(`another import is open for account ${accountId}; wait until it ends`);
+    }
+    throw e;
+  }
+
+  const storage = store ?? (await createStore(config));
+  try {
+    const info = await storage.putFile(key, flags.file);
+    await sql`
+      update contact_imports
+      set status = 'uploaded', object_etag = ${info.etag}, object_size = ${info.size}, uploaded_at = now(), updated_at = now()
+      where account_id = ${accountId} and id = ${id} and status = 'awaiting-upload'`;
+  } catch (e) {
+    await markImportFailed(sql, accountId, id, 'The file could not be stored.');
+    throw new AdminError(`import ${id}: the file could not be stored: ${(e as Error).message}`, { cause: e });
+  }
+
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await runImport({ sql, storage, config }, accountId, id);
+      return { id };
+    } catch (e) {
+      if (e instanceof UnrecoverableImportError) throw new AdminError(`import ${id} failed: ${e.reason}`, { cause: e });
+      if (attempt >= ATTEMPTS) {
+        // No queue will retry a manual import: end it rather than leave the account blocked.
+        await markImportFailed(sql, accountId, id, 'The import stopped after repeated errors; no contacts past the last completed batch were written.');
+        throw new AdminError(`import ${id} failed: ${(e as Error).message}`, { cause: e });
+      }
+      await Bun.sleep(1000 * attempt);
+    }
+  }
+}
+
+/** The file's first row: UTF-8, BOM dropped, quotes honoured, at most the first MB looked at. */
+async function readHeader(path: string): Promise<string[]> {
+  let bytes: Buffer;
+  try {
+    const fh = await open(path, 'r');
+    try {
+      const buf = Buffer.alloc(HEADER_BYTES);
+      const { bytesRead } = await fh.read(buf, 0, HEADER_BYTES, 0);
+      bytes = buf.subarray(0, bytesRead);
+    } finally {
+      await fh.close();
+    }
+  } catch (e) {
+    throw new AdminError(`cannot read --file ${path}: ${(e as Error).message}`);
+  }
+  // Not fatal: a bad byte past the header is the pipeline's to report (as a failed import).
+  const text = new TextDecoder('utf-8').decode(bytes);
+  const first = Papa.parse<string[]>(text, { delimiter: ',', preview: 1, skipEmptyLines: 'greedy' }).data[0];
+  if (!first || first.every((c) => c.trim() === '')) throw new AdminError(`the file ${path} is empty: it has no header row`);
+  return first;
+}
+
+/** The command table entry for src/cli/admin.ts (`...importCommands`). */
+export const importCommands: Record<string, Command> = {
+  import: {
+    usage: 'import --account ID --file PATH --strategy overwrite|keep|skip [--brand ID]… [--overwrite-brands] [--restore-disabled] [--no-events]',
+    prepare(argv) {
+      const flags = parseFlags(argv, {
+        account: { kind: 'string', required: true },
+        file: { kind: 'string', required: true },
+        strategy: { kind: 'string', required: true },
+        brand: { kind: 'list' },
+        'overwrite-brands': { kind: 'boolean' },
+        'restore-disabled': { kind: 'boolean' },
+        'no-events': { kind: 'boolean' },
+      });
+      // The pipeline holds one connection for the whole run and needs a second: the CLI's pool of 2 is enough.
+      return (sql) => importCommand(sql, loadConfig(), flags);
+    },
+  },
+};
