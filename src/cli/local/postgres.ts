@@ -94,7 +94,8 @@ async function initCluster(bin: string, dir: string, owner: { uid: number; gid: 
   await rm(tmp, { recursive: true, force: true })
   await mkdir(tmp, { mode: 0o700 })
   if (owner) await chown(tmp, owner.uid, owner.gid)
-  const r = await pgRun(join(bin, 'initdb'), ['-D', tmp, '-U', PG_USER, '--auth=trust', '-E', 'UTF8', '--locale=C'])
+  // Byte-order collation (fast, stable sorts) with a UTF-8 ctype so lower() folds non-ASCII letters.
+  const r = await pgRun(join(bin, 'initdb'), ['-D', tmp, '-U', PG_USER, '--auth=trust', '-E', 'UTF8', '--lc-collate=C', '--lc-ctype=C.UTF-8'])
   if (r.code !== 0) throw new Error(`initdb failed (exit ${r.code}): ${r.err || r.out}`)
   await rename(tmp, dir)
 }
