@@ -187,6 +187,13 @@ describe('POST /v1/contact-imports: body validation', () => {
     expectProblem(await t.call('POST', '/v1/contact-imports'), 400, 'invalid_request_error');
   });
 
+  test('an unknown field (a typo) is a 400 pointing at it, not silently ignored', async () => {
+    const problem = expectProblem(await create({ ...valid, overwritebrands: true }), 400, 'invalid_request_error');
+    expect(pointersOf(problem)).toEqual(['/overwritebrands']);
+    const [{ n }] = await t.db.sql<{ n: number }[]>`select count(*)::int as n from contact_imports`;
+    expect(n).toBe(0);
+  });
+
   test('body shape is checked before the columns against the schema', async () => {
     const problem = expectProblem(await create({ columns: ['Nope'], duplicateContactStrategy: 'merge' }), 400, 'invalid_request_error');
     expect(pointersOf(problem)).toEqual(['/duplicateContactStrategy']);
@@ -296,6 +303,11 @@ describe('GET /v1/contact-imports', () => {
     expect(p2.body.data.map((i: { id: string }) => i.id)).toEqual(ids.slice(10));
     const past = await t.call('GET', '/v1/contact-imports?page=5&pageSize=10');
     expect(past.body).toEqual({ data: [], pagination: { page: 5, pageSize: 10, totalCount: 12, totalPages: 2 } });
+  });
+
+  test('a repeated page parameter is a 400 naming it', async () => {
+    const problem = expectProblem(await t.call('GET', '/v1/contact-imports?page=1&page=2'), 400, 'invalid_request_error');
+    expect(problem.errors).toEqual([{ detail: expect.any(String), parameter: 'page' }]);
   });
 
   test('defaults to page 1 of 200; an empty account has totalPages 0', async () => {

@@ -2,7 +2,7 @@ import { Elysia, t } from 'elysia';
 import type { Deps } from '../deps';
 import { authOf } from '../http/context';
 import { errorResponses } from '../http/openapi';
-import { assertBodyShape } from './body';
+import { assertBodyShape } from '../http/body-shape';
 import { addContactBrands, listContactBrands, removeContactBrand } from './brands';
 import {
   AddBrandsBody,

@@ -3,9 +3,12 @@ import type { Deps } from '../deps';
 import { ApiError } from '../errors';
 import { authOf } from '../http/context';
 import { errorResponses } from '../http/openapi';
-import { rejectUnknownParams } from '../http/pagination';
+import { assertBodyShape } from '../http/body-shape';
+import { rejectRepeatedParams, rejectUnknownParams } from '../http/pagination';
 import { ContactImport, CreatedImport, CreateImportBody, ImportIdParams, ImportListQuery, ImportPage } from './model';
 import { createImport, getImport, listImports } from './service';
+
+const CREATE_FIELDS = ['columns', 'duplicateContactStrategy', 'brandIds', 'overwriteBrands', 'restoreDisabled', 'publishBrandSubscribeEvents'];
 
 export function importRoutes(deps: Deps) {
   const { sql } = deps;
@@ -13,6 +16,7 @@ export function importRoutes(deps: Deps) {
     .get(
       '',
       ({ request, query }) => {
+        rejectRepeatedParams(request.url);
         rejectUnknownParams(query, ['page', 'pageSize']);
         return listImports(sql, authOf(request).accountId, query);
       },
@@ -27,6 +31,8 @@ export function importRoutes(deps: Deps) {
       },
       {
         body: CreateImportBody,
+        // Elysia's normaliser drops unknown fields silently; a typo must be a 400 instead.
+        transform: ({ body }) => assertBodyShape(body, { allowed: CREATE_FIELDS, objects: [] }),
         response: { 201: CreatedImport, ...errorResponses(400, 409) },
         detail: { summary: 'Create a contact import and get its upload link' },
       },
