@@ -1,6 +1,7 @@
 /** The pure parts of the import pipeline: cell reading and the header check. No database. */
 import { describe, expect, test } from 'bun:test';
-import { BrandIndex, readBoolean, readNumber, RowReader, splitList, tooLong, type Column } from '../worker/import/cells';
+import { isValidEmail } from '../src/contacts/email';
+import { BrandIndex, readBoolean, readNumber, RowReader, splitList, tooLong, validEmail, type Column } from '../worker/import/cells';
 import { headerMismatch } from '../worker/import/columns';
 
 const ALPHA = '11111111-1111-4111-8111-111111111111';
@@ -95,6 +96,23 @@ describe('cells', () => {
     expect(read(['a@b.co', '', '', '', '', '', ''], r)!.brandIds).toBe(`{${SEMI},${ALPHA}}`);
     expect(read(['a@b.co', '', '', '', '', '', 'Beta'])).toBeUndefined();
     expect(read(['a@b.co', '', '', '', '', '', 'alpha;nobody'])).toBeUndefined();
+  });
+});
+
+describe('email rule', () => {
+  test('the fast scan agrees with the service rule (isValidEmail) on edge cases and random strings', () => {
+    const edge = ['a@b.co', 'a@b', '@b.co', 'a@', 'a@@b.co', 'a@b..co', 'a@.b.co', 'a@b.co.', 'a@-b.co', 'a@b-.co', 'a@b-c.co', 'a b@c.co',
+      'é@b.co', 'a@bé.co', `${'a'.repeat(64)}@b.co`, `${'a'.repeat(65)}@b.co`, `a@${'b'.repeat(63)}.co`, `a@${'b'.repeat(64)}.co`,
+      `a@${'b.'.repeat(126)}co`, `a@${'b.'.repeat(125)}co`, "!#$%&'*+/=?^_`{|}~-.@x.y", 'a\\b@c.co', 'a"b@c.co', 'a@b_c.co', ''];
+    for (const e of edge) expect([e, validEmail(e)]).toEqual([e, isValidEmail(e)]);
+    const alphabet = 'aZ09@@..--_+ é\\"!~';
+    let seed = 42;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) % n);
+    for (let k = 0; k < 50_000; k++) {
+      let e = '';
+      for (let i = rand(24); i > 0; i--) e += alphabet[rand(alphabet.length)];
+      expect([e, validEmail(e)]).toEqual([e, isValidEmail(e)]);
+    }
   });
 });
 

@@ -44,6 +44,7 @@ merged as (
       else b.attributes                                        -- skip restoring: only what was sent
     end as new_attributes,
     case
+      when not b.found then null                               -- an added row keeps its own brands
       -- No brand sent: nothing to add, and nothing to replace with.
       when cardinality(b.brand_ids) = 0 then b.old_brand_ids
       -- Replaced: overwrite with overwriteBrands, or skip restoring a disabled contact.
@@ -94,12 +95,10 @@ events as (
   insert into brand_subscribe_events (account_id, email_md5, brand_id, source, import_id)
   select $1::uuid, p.email_md5, x.id, 'import', $2::uuid
   from planned p
-  cross join lateral unnest(case when p.outcome = 'add' then p.brand_ids else p.new_brand_ids end)
-    with ordinality as x(id, n)
+  cross join lateral unnest(case when p.outcome = 'add' then p.brand_ids else p.new_brand_ids end) as x(id)
   where $8::bool
     and p.outcome in ('add', 'update')
     and (p.outcome = 'add' or x.id <> all (p.old_brand_ids))
-  order by p.email_md5, x.n
   returning 1
 ),
 

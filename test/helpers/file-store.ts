@@ -31,14 +31,15 @@ export interface ImportOptions {
 }
 
 /**
- * An import in status `uploaded` with `content` stored as its object, as if the upload link had
- * received it. `columns` are canonical schema names.
+ * An import in status `uploaded` with `content` (or the file at `path`) stored as its object, as if
+ * the upload link had received it. `columns` are canonical schema names.
  */
-export async function stageImport(sql: Sql, store: LocalStore, accountId: string, content: string | Uint8Array, o: ImportOptions): Promise<string> {
+export async function stageImport(sql: Sql, store: LocalStore, accountId: string, content: string | Uint8Array | { path: string }, o: ImportOptions): Promise<string> {
   const id = crypto.randomUUID();
   const key = importObjectKey(accountId, id);
-  const file = join(tmpdir(), `import-${id}.csv`);
-  await writeFile(file, content);
+  const given = typeof content === 'object' && 'path' in content ? content.path : undefined;
+  const file = given ?? join(tmpdir(), `import-${id}.csv`);
+  if (given === undefined) await writeFile(file, content as string | Uint8Array);
   try {
     const info = await store.putFile(key, file);
     await sql`
@@ -50,7 +51,7 @@ export async function stageImport(sql: Sql, store: LocalStore, accountId: string
         ${o.overwriteBrands ?? false}, ${o.restoreDisabled ?? false}, ${o.publishEvents ?? true},
         ${sql.array(o.brandIds ?? [])}::uuid[], 0, 0, ${key}, ${info.etag}, ${info.size}, now())`;
   } finally {
-    await rm(file, { force: true });
+    if (given === undefined) await rm(file, { force: true });
   }
   return id;
 }

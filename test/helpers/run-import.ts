@@ -6,7 +6,7 @@
  *
  * Transient errors are retried like the queue would (a restarted run can find the killed run's
  * session lock still held for a moment). Prints one JSON line on stdout at the end:
- * `{"ok": boolean, "maxRssKb": number, "ms": number}`.
+ * `{"ok": boolean, "maxRssKb": number, "vmHwmKb": number, "ms": number}`.
  */
 import { randomBytes } from 'node:crypto';
 import { connect } from '../../src/db';
@@ -38,5 +38,7 @@ for (let attempt = 1; attempt <= 40; attempt++) {
   }
 }
 await sql.end({ timeout: 5 });
-console.log(JSON.stringify({ ok, maxRssKb: process.resourceUsage().maxRSS, ms: Math.round(performance.now() - started) }));
+// Peak resident set two ways: getrusage, and the kernel's high-water mark for this process.
+const vmHwmKb = Number(/VmHWM:\s*(\d+)/.exec(await Bun.file('/proc/self/status').text().catch(() => ''))?.[1] ?? NaN);
+console.log(JSON.stringify({ ok, maxRssKb: process.resourceUsage().maxRSS, vmHwmKb, ms: Math.round(performance.now() - started) }));
 process.exit(ok ? 0 : 1);

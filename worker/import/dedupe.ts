@@ -26,6 +26,8 @@ export async function dedupePhase(p: Pipeline): Promise<void> {
         order by email_md5, row_no desc
       ) last_per_email`);
     await tx.unsafe(`alter table ${t.merge} add primary key (seq)`);
+    // Real statistics, so the merge plans its joins for batches of this size, not for a guess.
+    await tx.unsafe(`analyze ${t.merge}`);
     const [c] = await tx.unsafe<{ staged: number; kept: number }[]>(`
       select (select count(*) from ${t.rows})::int8 as staged, (select count(*) from ${t.merge})::int8 as kept`);
     const staged = Number(c!.staged);

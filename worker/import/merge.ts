@@ -67,6 +67,8 @@ export async function mergePhase(p: Pipeline): Promise<boolean> {
       try {
         outcome = await sql.begin(async (tx) => {
           await tx`select pg_advisory_xact_lock(hashtextextended(${job.accountId}::uuid::text, 0))`;
+          // The statement's cost estimate crosses jit_above_cost, but compiling it takes longer than it saves.
+          await tx`set local jit = off`;
           const [state] = await tx<{ status: string; phase: string | null; checkpoint: number }[]>`
             select status, phase, checkpoint from contact_imports
             where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid
