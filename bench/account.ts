@@ -29,3 +29,20 @@ export async function createBenchAccount(sql: Sql, label: string): Promise<Bench
     return { id, key: k.key, brandIds };
   }) as Promise<BenchAccount>;
 }
+
+/**
+ * On a configured (shared) database, imports that an earlier, interrupted bench run left open would
+ * be picked up by the worker and compete with this run: mark them failed, as an operator would.
+ */
+export async function abandonOpenBenchImports(sql: Sql): Promise<number> {
+  return sql.begin(async (tx) => {
+    const rows = await tx<{ account_id: string; id: string }[]>`
+      update contact_imports i
+      set status = 'failed', failure_reason = 'Abandoned: the benchmark run that started it was interrupted.', percent_complete = null, updated_at = now()
+      from accounts a
+      where a.id = i.account_id and a.name like 'bench %' and i.status in ('awaiting-upload', 'uploaded', 'importing')
+      returning i.account_id, i.id`;
+    for (const r of rows) await tx`delete from bulk_operations where account_id = ${r.account_id} and id = ${r.id}`;
+    return rows.length;
+  }) as Promise<number>;
+}

@@ -1,5 +1,5 @@
 /**
- * `bun run bench [-- --rows N] [--duration S] [--connections C] [--steps l1,a,b,http] [--strict]`
+ * `bun run bench [-- --rows N] [--duration S] [--connections C] [--steps l1,a,b,http,profile] [--strict]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
  * L1, import A, import B and the HTTP load, verifies each after timing, prints the tables and
  * writes bench/results/<timestamp>.json. Exit 1 when a run or a verification fails (and with
@@ -7,21 +7,24 @@
  */
 import { join } from 'node:path';
 import { mkdir } from 'node:fs/promises';
-import { createBenchAccount } from './account';
+import { abandonOpenBenchImports, createBenchAccount } from './account';
 import { generateCsv } from './generate';
 import { runHttp, type HttpOptions } from './http';
 import { runImportFlow, type ImportRun } from './import-flow';
 import { runL1, type L1Result } from './l1';
+import { profileRead, readProfileLine } from './profile-read';
 import { describeMachine, httpTable, loadTable, writeResults, type HttpRow, type LoadRow } from './report';
 import { childFailures, startInfra, startService, type Infra, type Service } from './services';
 import { checkContactCount, checkCounts, checkSample } from './verify';
 import { evaluateTargets, phaseTable, startBaseline, type Target } from './summary';
 
-const STEPS = ['l1', 'a', 'b', 'http'] as const;
+/** `profile` (the read phase's components, one pass each over file A) runs only when asked for. */
+const STEPS = ['l1', 'a', 'b', 'http', 'profile'] as const;
+const DEFAULT_STEPS: Step[] = ['l1', 'a', 'b', 'http'];
 type Step = (typeof STEPS)[number];
 
 function parseArgs(argv: string[]) {
-  const opts = { rows: 25_000_000, duration: 10, warmup: 2, connections: 64, samples: 200, pollMs: 1000, steps: [...STEPS] as Step[], strict: false };
+  const opts = { rows: 25_000_000, duration: 10, warmup: 2, connections: 64, samples: 200, pollMs: 1000, steps: DEFAULT_STEPS, strict: false };
   for (let k = 0; k < argv.length; k++) {
     const flag = argv[k]!;
     const value = () => {
@@ -47,7 +50,7 @@ function parseArgs(argv: string[]) {
       if (bad) throw new Error(`--steps takes ${STEPS.join(',')}; got "${bad}"`);
       opts.steps = steps;
     } else if (flag === '--help' || flag === '-h') {
-      console.error('usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--connections C] [--samples K] [--poll-ms MS] [--steps l1,a,b,http] [--strict]');
+      console.error('usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--connections C] [--samples K] [--poll-ms MS] [--steps l1,a,b,http,profile] [--strict]');
       process.exit(2);
     } else throw new Error(`unknown flag ${flag} (see --help)`);
   }
@@ -77,7 +80,12 @@ async function main(): Promise<number> {
 
     let l1: L1Result | undefined;
     if (has('l1')) result.l1 = l1 = await runL1(infra.sql, fileA);
+    const profile = has('profile') ? (result.readProfile = await profileRead(infra.sql, fileA.path, log)) : undefined;
 
+    if (infra.config.databaseUrl) {
+      const abandoned = await abandonOpenBenchImports(infra.sql);
+      if (abandoned) log(`[bench] marked ${abandoned} import(s) left open by earlier bench runs failed`);
+    }
     service = await startService(infra);
     const account = await createBenchAccount(infra.sql, runId);
     result.accountId = account.id;
@@ -125,6 +133,7 @@ async function main(): Promise<number> {
     console.log(`\nBenchmark ${runId}: ${opts.rows.toLocaleString('en-US')} rows (${(fileA.bytes / 1e9).toFixed(2)} GB), ${JSON.stringify(result.machine)}\n`);
     if (load.length) console.log(`${loadTable(load)}\n`);
     for (const [key, run] of Object.entries(imports)) console.log(`import ${key.toUpperCase()} phases: ${phaseTable(run)}\n`);
+    if (profile) console.log(`read phase, component passes over file A: ${readProfileLine(profile)}\n`);
     if (http.length) console.log(`${httpTable(http)}\n`);
     for (const t of targets) console.log(`${t.pass ? 'PASS' : 'MISS'}  ${t.name}: ${t.value} (target ${t.target})`);
     result.verification = 'passed';

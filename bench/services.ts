@@ -33,6 +33,10 @@ export async function startInfra(log: (m: string) => void): Promise<Infra> {
     started.push(db);
     const redis = await resolveRedisUrl(config, say);
     started.push(redis);
+    // The embedded cluster is the bench's own: every run starts from an empty database, so figures
+    // do not depend on earlier runs (nor on an import a failed run left open). Configured databases
+    // are never dropped.
+    if (!config.databaseUrl) await recreateDatabase(db.url, say);
     const sql = connect(db.url, 4);
     await migrate(sql, say);
     const logDir = join(config.dataDir, 'logs');
@@ -47,6 +51,20 @@ export async function startInfra(log: (m: string) => void): Promise<Infra> {
   } catch (e) {
     for (const s of started.reverse()) await s.stop().catch(() => {});
     throw e;
+  }
+}
+
+async function recreateDatabase(url: string, say: (m: string) => void): Promise<void> {
+  const u = new URL(url);
+  const name = u.pathname.slice(1);
+  u.pathname = '/postgres';
+  const admin = connect(u.toString(), 1);
+  try {
+    say(`recreating database ${name}`);
+    await admin.unsafe(`drop database if exists "${name}" with (force)`);
+    await admin.unsafe(`create database "${name}"`);
+  } finally {
+    await admin.end({ timeout: 5 });
   }
 }
 
