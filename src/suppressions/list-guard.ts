@@ -1,0 +1,113 @@
+import type { ReservedSql } from 'postgres';
+import type { Sql } from '../db';
+import { operationInProgress } from '../errors';
+
+export type Conn = ReservedSql<{}>;
+
+export interface HeldImport {
+  accountId: string;
+  listId: string;
+  method: 'api' | 'manual';
+  /** Expected duration, for the Retry-After others get meanwhile. */
+  estimatedSeconds: number;
+  /** What `failure_reason` says when `run` throws; the error message is appended for manual imports. */
+  describeFailure: (error: unknown) => string;
+}
+
+const INTERRUPTED = 'The process running this import stopped before it finished; nothing was applied.';
+
+/**
+ * Runs one import of a list while holding the list, so a list takes one import at a time.
+ *
+ * The holder keeps a session advisory lock on its own reserved connection from before its import
+ * row is inserted until after the row is final. So the 'importing' row is visible to everyone while
+ * it runs, a second import fails fast (409, never waits), and a row still 'importing' when the lock
+ * is free belongs to a process that died (its connection closed, which frees the lock): it is marked
+ * failed before the new import starts. The partial unique index on importing rows backs this up.
+ *
+ * `run` gets the connection and the import id and must apply everything in one transaction that
+ * also marks the import completed (see `transaction`); when it throws, the import is marked failed.
+ */
+export async function holdList<T>(sql: Sql, job: HeldImport, run: (conn: Conn, importId: string) => Promise<T>): Promise<T> {
+  const conn = (await sql.reserve()) as Conn;
+  let locked = false;
+  let gone = false;
+  try {
+    const [lock] = await conn<{ locked: boolean }[]>`select pg_try_advisory_lock(${lockKey(conn, job)}) as locked`;
+    locked = lock!.locked;
+    if (!locked) throw await busy(conn, job);
+    await conn`
+      update suppression_imports set status = 'failed', failure_reason = ${INTERRUPTED}, completed_at = clock_timestamp()
+      where account_id = ${job.accountId} and list_id = ${job.listId} and status = 'importing'`;
+    const [row] = await conn<{ id: string }[]>`
+      insert into suppression_imports (account_id, list_id, status, method, estimated_end)
+      values (${job.accountId}, ${job.listId}, 'importing', ${job.method}, clock_timestamp() + make_interval(secs => ${job.estimatedSeconds}))
+      returning id`.catch(async (error) => {
+      // Only a writer that bypasses the lock could get here; it is the same conflict.
+      if ((error as { constraint_name?: string }).constraint_name === 'suppression_imports_one_running') throw await busy(conn, job);
+      throw error;
+    });
+    const importId = row!.id;
+    try {
+      return await run(conn, importId);
+    } catch (error) {
+      gone = isConnectionGone(error);
+      // A session that died has let go of the list already; its row is then marked through the pool.
+      await (gone ? sql : conn)`
+        update suppression_imports set status = 'failed', failure_reason = ${job.describeFailure(error)}, completed_at = clock_timestamp()
+        where account_id = ${job.accountId} and id = ${importId} and status = 'importing'`.catch(() => {});
+      throw error;
+    }
+  } catch (error) {
+    gone ||= isConnectionGone(error);
+    throw error;
+  } finally {
+    // postgres.js hangs a query sent on a reserved connection that closed, and releasing one puts a
+    // dead connection in the pool; left alone, the pool reconnects it when needed.
+    if (!gone) {
+      if (locked) await conn`select pg_advisory_unlock(${lockKey(conn, job)})`.catch(() => {});
+      conn.release();
+    }
+  }
+}
+
+/** True when the error means the connection (and so its session, locks and temp tables) is gone. */
+export function isConnectionGone(error: unknown): boolean {
+  const e = error as { code?: unknown; severity?: unknown } | null;
+  if (!e || typeof e !== 'object') return false;
+  const code = typeof e.code === 'string' ? e.code : '';
+  return (
+    ['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT', 'ECONNRESET', 'EPIPE'].includes(code) ||
+    code.startsWith('08') || // connection_exception
+    code.startsWith('57P') || // admin_shutdown, crash_shutdown…
+    e.severity === 'FATAL' ||
+    e.severity === 'PANIC'
+  );
+}
+
+/** The list's lock: one bigint from the ids, in a key space of its own (the prefix). */
+function lockKey(conn: Conn, job: HeldImport) {
+  return conn`hashtextextended(${`suppression-list:${job.accountId}:${job.listId}`}, 0)`;
+}
+
+async function busy(conn: Conn, job: HeldImport) {
+  const [running] = await conn<{ id: string; method: string; seconds: number }[]>`
+    select id, method, greatest(1, ceil(extract(epoch from estimated_end - clock_timestamp())))::int as seconds
+    from suppression_imports
+    where account_id = ${job.accountId} and list_id = ${job.listId} and status = 'importing'`;
+  const what = running ? `import ${running.id} (${running.method})` : 'another import';
+  return operationInProgress(`Suppression list ${job.listId} is running ${what}; a list takes one import at a time. Retry when it has finished.`, running?.seconds ?? 1);
+}
+
+/** begin … commit on a reserved connection (postgres.js only offers sql.begin on the pool). */
+export async function transaction<T>(conn: Conn, fn: () => Promise<T>): Promise<T> {
+  await conn`begin`;
+  try {
+    const result = await fn();
+    await conn`commit`;
+    return result;
+  } catch (error) {
+    if (!isConnectionGone(error)) await conn`rollback`.catch(() => {});
+    throw error;
+  }
+}
