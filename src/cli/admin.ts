@@ -11,8 +11,10 @@ import { AdminError, UsageError, type Command } from './admin/args';
 import { attributeCommands } from './admin/attributes';
 import { brandCommands } from './admin/brands';
 import { demoCommands } from './admin/demo';
+import { importCommands } from './admin/import';
 import { keyCommands } from './admin/keys';
 import { seedCommands } from './admin/seeds';
+import { suppressionImportCommands } from './admin/suppression-import';
 import { suppressionListCommands } from './admin/suppression-lists';
 import { resolveDatabaseUrl } from './local/urls';
 
@@ -23,6 +25,8 @@ const COMMANDS: Record<string, Command> = {
   ...attributeCommands,
   ...suppressionListCommands,
   ...seedCommands,
+  ...importCommands,
+  ...suppressionImportCommands,
   ...demoCommands,
 };
 

@@ -2,7 +2,7 @@ import type { Sql } from '../../db';
 import { ApiError } from '../../errors';
 import { runManualSuppressionImport, UnreadableFileError, type ManualImportResult } from '../../suppressions/manual-import';
 import { requireAccount } from './accounts';
-import { AdminError, UsageError, uuidFlag } from './args';
+import { AdminError, parseFlags, UsageError, uuidFlag, type Command } from './args';
 
 export interface SuppressionImportFlags {
   account?: string;
@@ -35,3 +35,20 @@ export async function suppressionImportCommand(sql: Sql, flags: SuppressionImpor
     throw error;
   }
 }
+
+/** The command table entry for src/cli/admin.ts. */
+export const suppressionImportCommands: Record<string, Command> = {
+  'suppression-import': {
+    usage: 'suppression-import --account ID --list ID --file PATH',
+    prepare(argv) {
+      const flags = parseFlags(argv, {
+        account: { kind: 'string', required: true },
+        list: { kind: 'string', required: true },
+        file: { kind: 'string', required: true },
+      });
+      uuidFlag('account', flags.account);
+      uuidFlag('list', flags.list);
+      return (sql) => suppressionImportCommand(sql, flags);
+    },
+  },
+};
