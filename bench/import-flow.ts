@@ -43,7 +43,15 @@ export interface ImportRun {
   seconds: number;
   phases: PhaseSpan[];
   workerPeakRssMb?: number;
+  /** seconds per merge batch (from checkpoint moves), to spot batches that degrade */
+  mergeBatches?: { count: number; min: number; median: number; max: number };
   note?: string;
+}
+
+function batchStats(moves: number[]): ImportRun['mergeBatches'] {
+  const d = moves.slice(1).map((t, k) => (t - moves[k]!) / 1000).sort((a, b) => a - b);
+  if (d.length === 0) return undefined;
+  return { count: d.length, min: d[0]!, median: d[Math.floor(d.length / 2)]!, max: d.at(-1)! };
 }
 
 export interface ImportOptions {
@@ -117,12 +125,23 @@ export async function runImportFlow(
   const deadline = started + opts.timeoutSeconds * 1000;
   let view: ImportView | undefined;
   let lastGet = 0;
+  const checkpointMoves: number[] = [];
+  let lastCheckpoint = -1;
   for (;;) {
     // The phase column is sampled often (cheap, direct SQL); the API is polled like a client would.
-    const [row] = await ctx.sql<{ status: string; phase: string | null }[]>`
-      select status, phase from contact_imports where account_id = ${account.id} and id = ${id}`;
+    const [row] = await ctx.sql<{ status: string; phase: string | null; checkpoint: number; row_count: number | null }[]>`
+      select status, phase, checkpoint, row_count from contact_imports where account_id = ${account.id} and id = ${id}`;
     const phase = row?.status === 'importing' ? (row.phase ?? 'starting') : (row?.status ?? 'missing');
     if (phases.at(-1)?.phase !== phase) phases.push({ phase, at: performance.now() });
+    if (phase === 'merge' && row!.checkpoint !== lastCheckpoint) {
+      // The first sight of the merge phase starts batch 1; each checkpoint move ends a batch.
+      lastCheckpoint = row!.checkpoint;
+      checkpointMoves.push(performance.now());
+    } else if (phase !== 'merge' && checkpointMoves.length > 0 && lastCheckpoint !== row?.row_count) {
+      // The last batch's checkpoint move was not seen in the merge phase: it ended with the phase.
+      checkpointMoves.push(performance.now());
+      lastCheckpoint = row?.row_count ?? -1;
+    }
     if (performance.now() - lastGet >= opts.pollMs || row?.status === 'success' || row?.status === 'failed') {
       lastGet = performance.now();
       const got = await api<ImportView>(ctx.baseUrl, account.key, 'GET', `/v1/contact-imports/${id}`);
@@ -146,6 +165,7 @@ export async function runImportFlow(
     seconds: (ended - started) / 1000,
     phases: spans.filter((s) => s.phase !== 'success'),
     workerPeakRssMb: peakKb === undefined ? undefined : peakKb / 1024,
+    mergeBatches: batchStats(checkpointMoves),
     ...(rssReset ? {} : { note: 'peak RSS not reset: includes earlier steps' }),
   };
 }

@@ -75,5 +75,7 @@ export function evaluateTargets(load: LoadRow[], http: HttpRow[]): Target[] {
 /** `uploaded 0.4s | read 12.1s (55%) | dedupe 2.0s (9%) | …` */
 export function phaseTable(run: ImportRun): string {
   const total = run.phases.reduce((s, p) => s + p.seconds, 0) || 1;
-  return run.phases.map((p) => `${p.phase} ${p.seconds.toFixed(1)}s (${Math.round((p.seconds / total) * 100)}%)`).join(' | ');
+  const phases = run.phases.map((p) => `${p.phase} ${p.seconds.toFixed(1)}s (${Math.round((p.seconds / total) * 100)}%)`).join(' | ');
+  const b = run.mergeBatches;
+  return b ? `${phases}\n  merge batches: ${b.count}, seconds min ${b.min.toFixed(1)} / median ${b.median.toFixed(1)} / max ${b.max.toFixed(1)}` : phases;
 }
