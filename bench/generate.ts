@@ -5,7 +5,8 @@
  * Run alone: `bun bench/generate.ts --rows 1000 --variant 0 --out /tmp/c.csv`.
  */
 import { existsSync } from 'node:fs';
-import { rename, rm, stat } from 'node:fs/promises';
+import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { COLUMNS, rowAt } from './dataset';
 import { Progress } from './report';
 
@@ -38,6 +39,7 @@ export async function generateCsv(path: string, rows: number, variant: number, l
     return reuse;
   }
   const tmp = `${path}.partial`;
+  await mkdir(dirname(path), { recursive: true });
   await rm(tmp, { force: true });
   const writer = Bun.file(tmp).writer({ highWaterMark: 4 << 20 });
   const counts = { normal: 0, duplicates: 0, malformed: 0 };
