@@ -14,7 +14,7 @@ import { runImportFlow, type ImportRun } from './import-flow';
 import { runL1, type L1Result } from './l1';
 import { profileRead, readProfileLine } from './profile-read';
 import { describeMachine, httpTable, loadTable, writeResults, type HttpRow, type LoadRow } from './report';
-import { childFailures, startInfra, startService, type Infra, type Service } from './services';
+import { childFailures, startInfra, startService, type Infra } from './services';
 import { checkContactCount, checkCounts, checkSample } from './verify';
 import { evaluateTargets, phaseTable, startBaseline, type Target } from './summary';
 
@@ -66,8 +66,7 @@ async function main(): Promise<number> {
   const has = (s: Step) => opts.steps.includes(s);
   log(`[bench] run ${runId}: ${opts.rows.toLocaleString('en-US')} rows, steps ${opts.steps.join(',')}`);
   const infra: Infra = await startInfra(log);
-  let service: Service | undefined;
-  let baseline: Awaited<ReturnType<typeof startBaseline>> | undefined;
+  onStop(() => infra.stop());
   const result: Record<string, unknown> = { runId, rows: opts.rows, options: opts };
   try {
     const [{ server_version: pg } = { server_version: '?' }] = await infra.sql<{ server_version: string }[]>`show server_version`;
@@ -86,7 +85,8 @@ async function main(): Promise<number> {
       const abandoned = await abandonOpenBenchImports(infra.sql);
       if (abandoned) log(`[bench] marked ${abandoned} import(s) left open by earlier bench runs failed`);
     }
-    service = await startService(infra);
+    const service = await startService(infra);
+    onStop(() => service.stop());
     const account = await createBenchAccount(infra.sql, runId);
     result.accountId = account.id;
     const ctx = { baseUrl: service.baseUrl, sql: infra.sql, workerPid: service.worker.proc.pid };
@@ -110,7 +110,8 @@ async function main(): Promise<number> {
 
     let http: HttpRow[] = [];
     if (has('http')) {
-      baseline = await startBaseline(infra, account);
+      const baseline = await startBaseline(infra, account);
+      onStop(() => baseline.stop());
       const pool = await baseline.pool(has('a') ? fileA.rows : 0);
       const httpOpts: HttpOptions = { connections: opts.connections, seconds: opts.duration, warmupSeconds: opts.warmup };
       http = await runHttp(
@@ -147,10 +148,26 @@ async function main(): Promise<number> {
     await writeResults(join(import.meta.dir, 'results'), result).catch(() => {});
     return 1;
   } finally {
-    await baseline?.stop();
-    await service?.stop();
-    await infra.stop();
+    await stopAll();
   }
+}
+
+// Stopped in reverse order of start, once, whether the run ends, fails or is interrupted: every
+// caller waits for the same stop.
+const stack: (() => Promise<void>)[] = [];
+const onStop = (fn: () => Promise<void>) => void stack.push(fn);
+let stopping: Promise<void> | undefined;
+function stopAll(): Promise<void> {
+  stopping ??= (async () => {
+    for (const fn of stack.reverse()) await fn().catch((e) => log(`[bench] stop failed: ${e}`));
+  })();
+  return stopping;
+}
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    log(`[bench] ${signal}: stopping what the bench started`);
+    void stopAll().then(() => process.exit(130));
+  });
 }
 
 process.exit(await main());
