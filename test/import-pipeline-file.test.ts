@@ -181,6 +181,11 @@ describe('failures', () => {
     await expectFailed(Buffer.concat([good, Buffer.from([0x62, 0x40, 0x65, 0x2e, 0x63, 0x6f, 0x2c, 0xe9, 0x0a])]), 'The file is not UTF-8 text.');
   });
 
+  test('a file that is not UTF-8, found while a COPY statement is open: the COPY is abandoned', async () => {
+    const good = Buffer.from(`Email,firstName\n${Array.from({ length: 5000 }, (_, i) => `u${i}@example.com,U`).join('\n')}\n`);
+    await expectFailed(Buffer.concat([good, Buffer.from([0xff, 0x0a])]), 'The file is not UTF-8 text.', { batch: 100_000 });
+  });
+
   test('an empty file, a file of only a BOM or blank lines', async () => {
     for (const csv of ['', '\uFEFF', '\r\n\n  \n']) await expectFailed(csv, 'The file is empty: it has no header row.');
   });

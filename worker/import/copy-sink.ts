@@ -69,11 +69,15 @@ export class CopySink {
     if (this.failure !== undefined) throw this.failure;
   }
 
-  /** Ends a running COPY with CopyFail, so the connection is usable again; nothing is kept. */
-  abort(): void {
+  /**
+   * Ends a running COPY with CopyFail and waits for the pump to stop, so the connection is usable
+   * again (and holds no lock on the staging table) when this returns; nothing is kept.
+   */
+  async abort(): Promise<void> {
     this.failure ??= new Error('COPY aborted');
     this.writable?.destroy(new Error('import aborted'));
     this.writable = undefined;
+    await this.pumping;
   }
 
   private cut(endsStatement: boolean): void {
@@ -93,6 +97,7 @@ export class CopySink {
         const segment = this.queue[0]!;
         this.writable ??= await this.open();
         const w = this.writable;
+        if (this.failure !== undefined) break; // aborted while the COPY was starting
         const more = segment.text.length === 0 || w.write(segment.text);
         this.queue.shift();
         this.queuedChars -= segment.text.length;
@@ -110,6 +115,10 @@ export class CopySink {
       this.writable = undefined;
       for (const w of this.waiters.splice(0)) w.reject(e);
     } finally {
+      if (this.failure !== undefined) {
+        this.writable?.destroy(new Error('import aborted'));
+        this.writable = undefined;
+      }
       this.running = false;
     }
   }

@@ -80,8 +80,8 @@ export async function readPhase(p: Pipeline, conn: postgres.ReservedSql<{}>, sto
     if (!headerSeen) throw new ImportFileError('The file is empty: it has no header row.');
     await sink.close();
   } catch (e) {
-    sink.abort();
     source.destroy();
+    await sink.abort();
     throw e;
   }
 
