@@ -1,7 +1,8 @@
 /** The pure parts of the import pipeline: cell reading and the header check. No database. */
 import { describe, expect, test } from 'bun:test';
 import { isValidEmail } from '../src/contacts/email';
-import { BrandIndex, readBoolean, readNumber, RowReader, splitList, tooLong, validEmail, type Column } from '../worker/import/cells';
+import { BrandIndex, RowReader, type Column } from '../worker/import/cells';
+import { readBoolean, readNumber, splitList, tooLong, validEmail } from '../worker/import/values';
 import { headerMismatch } from '../worker/import/columns';
 
 const ALPHA = '11111111-1111-4111-8111-111111111111';
