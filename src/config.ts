@@ -14,6 +14,8 @@ export interface Config {
   readonly databasePoolSize: number;
   readonly storage: StorageConfig;
   readonly importBatchSize: number;
+  /** Imports one worker process runs at once. */
+  readonly workerConcurrency: number;
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
 }
 
@@ -92,6 +94,18 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 500),
     storage: Object.freeze(storage),
     importBatchSize: int(env, 'IMPORT_BATCH_SIZE', 100_000, 1, 1_000_000),
+    workerConcurrency: int(env, 'WORKER_CONCURRENCY', 1, 1, 64),
     logLevel,
   });
+}
+
+/** For process entry points: the config, or a one-line message naming the variable and exit 2. */
+export function loadConfigOrExit(): Config {
+  try {
+    return loadConfig();
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    console.error(`configuration error: ${e.message}`);
+    process.exit(2);
+  }
 }

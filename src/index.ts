@@ -1,4 +1,4 @@
-import { loadConfig, ConfigError } from './config';
+import { loadConfigOrExit } from './config';
 import { connect } from './db';
 import { buildApp } from './app';
 import { log, errorFields } from './http/log';
@@ -9,16 +9,7 @@ import { createImportQueue } from './imports/bullmq-queue';
 import { uploadHandler } from './uploads';
 import { migrate } from './migrate';
 
-let config;
-try {
-  config = loadConfig();
-} catch (e) {
-  if (e instanceof ConfigError) {
-    console.error(`configuration error: ${e.message}`);
-    process.exit(2);
-  }
-  throw e;
-}
+const config = loadConfigOrExit();
 
 const db = await resolveDatabaseUrl(config);
 const redis = await resolveRedisUrl(config);

@@ -3,7 +3,8 @@
  * many as you like. Postgres holds every state, so a killed worker loses nothing.
  */
 import { Queue, UnrecoverableError, Worker, type Job, type Processor } from 'bullmq';
-import { ConfigError, loadConfig, type Config } from '../src/config';
+import { mkdir, utimes, writeFile } from 'node:fs/promises';
+import { loadConfigOrExit } from '../src/config';
 import { connect } from '../src/db';
 import { errorFields, log } from '../src/http/log';
 import { createImportQueue, redisConnection } from '../src/imports/bullmq-queue';
@@ -22,16 +23,8 @@ for (const event of ['uncaughtException', 'unhandledRejection'] as const) {
   });
 }
 
-let config: Config;
-let concurrency: number;
-try {
-  config = loadConfig();
-  concurrency = workerConcurrency(process.env.WORKER_CONCURRENCY);
-} catch (e) {
-  if (!(e instanceof ConfigError)) throw e;
-  console.error(`configuration error: ${e.message}`);
-  process.exit(2);
-}
+const config = loadConfigOrExit();
+const concurrency = config.workerConcurrency;
 
 const db = await resolveDatabaseUrl(config);
 const redis = await resolveRedisUrl(config);
@@ -104,6 +97,16 @@ const sweepQueue = new Queue(SWEEP_QUEUE, { connection: redisConnection(redis.ur
 await sweepQueue.upsertJobScheduler(SWEEP_SCHEDULER_ID, { every: SWEEP_EVERY_MS }, { name: SWEEP_JOB, opts: SWEEP_JOB_OPTIONS });
 log('info', 'worker started', { concurrency, storage: storage.driver });
 
+// The worker serves no HTTP: the container HEALTHCHECK (src/cli/healthcheck.ts) reads this file's age.
+const heartbeatFile = `${config.dataDir}/worker-heartbeat`;
+async function beat() {
+  const now = new Date();
+  await utimes(heartbeatFile, now, now).catch(() => writeFile(heartbeatFile, '')).catch((e) => log('warn', 'heartbeat failed', errorFields(e)));
+}
+await mkdir(config.dataDir, { recursive: true }).catch(() => {});
+void beat();
+setInterval(() => void beat(), 10_000).unref();
+
 // Phased shutdown: stop taking jobs and let the running ones finish (worker.close() waits), then
 // close connections. A second signal exits at once; the job's lock lapses and another worker
 // resumes it from its last checkpoint.
@@ -124,10 +127,3 @@ async function shutdown(signal: string) {
 }
 process.on('SIGTERM', () => void shutdown('SIGTERM'));
 process.on('SIGINT', () => void shutdown('SIGINT'));
-
-function workerConcurrency(raw: string | undefined): number {
-  if (raw === undefined || raw.trim() === '') return 1;
-  const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1 || n > 64) throw new ConfigError(`WORKER_CONCURRENCY must be an integer from 1 to 64, got "${raw}"`);
-  return n;
-}

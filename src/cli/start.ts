@@ -3,7 +3,7 @@
  * no DATABASE_URL / REDIS_URL is configured, migrates, creates the demo account, runs the API and
  * the worker as child processes, and stops everything it started on Ctrl-C / SIGTERM.
  */
-import { ConfigError, loadConfig } from '../config';
+import { loadConfigOrExit } from '../config';
 import { connect } from '../db';
 import { migrate } from '../migrate';
 import { runDemo } from './admin/demo';
@@ -11,16 +11,7 @@ import { resolveDatabaseUrl, resolveRedisUrl } from './local/urls';
 
 const say = (msg: string) => console.error(`[start] ${msg}`);
 
-let config;
-try {
-  config = loadConfig();
-} catch (e) {
-  if (e instanceof ConfigError) {
-    console.error(`configuration error: ${e.message}`);
-    process.exit(2);
-  }
-  throw e;
-}
+const config = loadConfigOrExit();
 
 const db = await resolveDatabaseUrl(config, say);
 const redis = await resolveRedisUrl(config, say);
