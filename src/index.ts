@@ -1,7 +1,7 @@
 import { loadConfigOrExit } from './config';
 import { connect } from './db';
 import { buildApp } from './app';
-import { log, errorFields } from './http/log';
+import { errorFields, log, setLogLevel } from './http/log';
 import { factsOf } from './http/context';
 import { resolveDatabaseUrl, resolveRedisUrl } from './cli/local/urls';
 import { createStore } from './storage';
@@ -10,6 +10,7 @@ import { uploadHandler } from './uploads';
 import { migrate } from './migrate';
 
 const config = loadConfigOrExit();
+setLogLevel(config.logLevel);
 
 const db = await resolveDatabaseUrl(config);
 const redis = await resolveRedisUrl(config);

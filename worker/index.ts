@@ -6,7 +6,7 @@ import { Queue, UnrecoverableError, Worker, type Job, type Processor } from 'bul
 import { mkdir, utimes, writeFile } from 'node:fs/promises';
 import { loadConfigOrExit } from '../src/config';
 import { connect } from '../src/db';
-import { errorFields, log } from '../src/http/log';
+import { errorFields, log, setLogLevel } from '../src/http/log';
 import { createImportQueue, redisConnection } from '../src/imports/bullmq-queue';
 import { IMPORT_JOB, IMPORT_QUEUE, JOB_NAMES, SWEEP_EVERY_MS, SWEEP_JOB, SWEEP_JOB_OPTIONS, SWEEP_QUEUE, SWEEP_SCHEDULER_ID, type ImportJobData } from '../src/imports/jobs';
 import { resolveDatabaseUrl, resolveRedisUrl } from '../src/cli/local/urls';
@@ -24,6 +24,7 @@ for (const event of ['uncaughtException', 'unhandledRejection'] as const) {
 }
 
 const config = loadConfigOrExit();
+setLogLevel(config.logLevel);
 const concurrency = config.workerConcurrency;
 
 const db = await resolveDatabaseUrl(config);
