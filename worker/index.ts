@@ -11,7 +11,7 @@ import { createImportQueue, redisConnection } from '../src/imports/bullmq-queue'
 import { IMPORT_JOB, IMPORT_QUEUE, JOB_NAMES, SWEEP_EVERY_MS, SWEEP_JOB, SWEEP_JOB_OPTIONS, SWEEP_QUEUE, SWEEP_SCHEDULER_ID, type ImportJobData } from '../src/imports/jobs';
 import { resolveDatabaseUrl, resolveRedisUrl } from '../src/cli/local/urls';
 import { createStore } from '../src/storage';
-import { runImport } from './import/index';
+import { markImportFailed, runImport } from './import/index';
 import { sweep } from './sweep';
 
 // A process in an unknown state must not keep taking jobs: log, exit, let the supervisor restart it.
@@ -44,7 +44,7 @@ const handlers: Record<string, Record<string, Handler>> = {
       const { accountId, importId } = job.data ?? {};
       // Bad input never gets better with retries.
       if (!UUID.test(accountId ?? '') || !UUID.test(importId ?? '')) throw new UnrecoverableError(`job ${job.id} has no valid accountId/importId`);
-      await runImport({ sql, storage, config }, accountId, importId);
+      await runImport({ sql, storage, config, log: (msg, fields) => log('info', msg, { importId, ...fields }) }, accountId, importId);
     },
   },
   [SWEEP_QUEUE]: {
@@ -92,6 +92,14 @@ for (const [name, w] of [['import', importWorker], ['sweep', sweepWorker]] as co
   w.on('failed', (job, e) => log('warn', `${name} job failed`, { jobId: job?.id, attempts: job?.attemptsMade, ...errorFields(e) }));
   w.on('error', (e) => log('error', `${name} worker error`, errorFields(e)));
 }
+// An import whose retries are used up stops with a reason instead of holding the account's one open
+// import forever (unrecoverable errors were already marked failed by the pipeline itself).
+importWorker.on('failed', (job, e) => {
+  const data = job?.data as ImportJobData | undefined;
+  if (!job || !data || e instanceof UnrecoverableError || job.attemptsMade < (job.opts.attempts ?? 1)) return;
+  const reason = `The import stopped after ${job.attemptsMade} failed attempts; the last error was: ${e.message.split('\n')[0]!.slice(0, 300)}`;
+  markImportFailed(sql, data.accountId, data.importId, reason).catch((err) => log('error', 'could not mark the import failed', { importId: data.importId, ...errorFields(err) }));
+});
 
 // Every process upserts the same scheduler id, so one sweep runs per interval however many run.
 const sweepQueue = new Queue(SWEEP_QUEUE, { connection: redisConnection(redis.url) });
