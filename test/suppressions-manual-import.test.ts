@@ -11,7 +11,10 @@ import { suppressionImportCommand } from '../src/cli/admin/suppression-import';
 import { ApiError } from '../src/errors';
 import { holdList } from '../src/suppressions/list-guard';
 import { runManualSuppressionImport } from '../src/suppressions/manual-import';
-import { copyRows, firstField, type LineCounts } from '../src/suppressions/record-lines';
+import { BucketSort } from '../src/suppressions/bucket-sort';
+import { copyInto } from '../src/suppressions/copy-in';
+import { transaction, type Conn } from '../src/suppressions/list-guard';
+import { copyFraming, firstField, recordRows, type LineCounts } from '../src/suppressions/record-lines';
 import { expectProblem, testApp, type TestApp } from './helpers/app';
 import { createAccount, createSuppressionList } from './helpers/fixtures';
 
@@ -105,6 +108,19 @@ describe('runManualSuppressionImport: md5 file', () => {
   });
 });
 
+describe('runManualSuppressionImport: into an empty list and again', () => {
+  test('the same file twice: everything added, then everything a duplicate', async () => {
+    const list = await newList('md5');
+    const lines = Array.from({ length: 5000 }, (_, i) => md5(String(i % 4000)));
+    const file = await fileOf(lines.join('\n'));
+    expect(await run(list, file)).toMatchObject({ totalCount: 5000, addedCount: 4000, duplicateCount: 1000, malformedCount: 0 });
+    expect(await run(list, file)).toMatchObject({ totalCount: 5000, addedCount: 0, duplicateCount: 5000, malformedCount: 0 });
+    const expected = Array.from({ length: 4000 }, (_, i) => md5(String(i))).sort();
+    expect(await stored(list)).toEqual(expected);
+    expect((await t.call('GET', `/v1/suppression-lists/${list}`)).body.recordCount).toBe(4000);
+  });
+});
+
 describe('runManualSuppressionImport: other formats', () => {
   test('sha512: 64 raw bytes per record', async () => {
     const list = await newList('sha512');
@@ -174,30 +190,59 @@ describe('runManualSuppressionImport: one import at a time', () => {
     expect((await t.call('POST', `/v1/suppression-lists/${list}/records`, { body: { records: [md5('api')] } })).status).toBe(200);
   });
 
-  test('an import whose connection dies applies nothing; the next import marks it failed', async () => {
-    const list = await newList('md5');
+  /** Starts an import reading a named pipe; resolves to its outcome. */
+  async function importFromPipe(list: string, firstLine: string) {
     const fifo = join(dir, `fifo${files++}`);
     expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
-    const importing = run(list, fifo).catch((e: unknown) => e);
+    const outcome = run(list, fifo).catch((e: unknown) => e);
     const writer = createWriteStream(fifo);
-    writer.write(`${md5('lost')}\n`);
-    let pid: number | undefined;
-    for (let i = 0; i < 200 && !pid; i++) {
-      const [row] = await t.db.sql<{ pid: number }[]>`
-        select pid from pg_stat_activity where datname = current_database() and query ilike 'copy suppression_import_staging%'`;
-      pid = row?.pid;
-      if (!pid) await Bun.sleep(10);
+    writer.write(`${firstLine}\n`);
+    return { outcome, writer };
+  }
+
+  async function pidOf(query: string): Promise<number> {
+    for (let i = 0; i < 300; i++) {
+      const [row] = await t.db.sql.unsafe<{ pid: number }[]>(query);
+      if (row) return row.pid;
+      await Bun.sleep(10);
     }
-    expect(pid).toBeDefined();
-    await t.db.sql`select pg_terminate_backend(${pid!})`;
-    // The pipe's writer goes on and finishes; the import must still fail, not hang.
-    writer.end(`${md5('more')}\n`);
-    expect(await importing).toBeInstanceOf(Error);
-    expect(await stored(list)).toEqual([]);
-    expect((await t.call('POST', `/v1/suppression-lists/${list}/records`, { body: { records: [md5('after')] } })).status).toBe(200);
+    throw new Error(`no backend for ${query}`);
+  }
+
+  async function expectFailedAndFree(list: string, record: string) {
+    expect((await t.call('POST', `/v1/suppression-lists/${list}/records`, { body: { records: [record] } })).status).toBe(200);
     const hist = (await t.call('GET', `/v1/suppression-lists/${list}/imports`)).body.data;
     expect(hist.map((i: { method: string; status: string }) => `${i.method} ${i.status}`)).toEqual(['api completed', 'manual failed']);
     expect((await t.call('GET', `/v1/suppression-lists/${list}`)).body.recordCount).toBe(1);
+  }
+
+  test('a digest import whose connection dies while the file is read applies nothing and fails', async () => {
+    const list = await newList('md5');
+    const { outcome, writer } = await importFromPipe(list, md5('lost'));
+    // The holder's session sits idle, holding the list, while the file is read and sorted.
+    const pid = await pidOf(`
+      select l.pid from pg_locks l join pg_database d on d.oid = l.database
+      where l.locktype = 'advisory' and l.granted and d.datname = current_database()`);
+    await t.db.sql`select pg_terminate_backend(${pid})`;
+    writer.end(`${md5('more')}\n`);
+    const error = await outcome;
+    expect(error).toBeInstanceOf(Error);
+    expect((error as Error).message).toContain('connection');
+    expect(await stored(list)).toEqual([]);
+    await expectFailedAndFree(list, md5('after'));
+  });
+
+  test('a plain-text import whose connection dies during COPY applies nothing and fails, without hanging', async () => {
+    const list = await newList('plain text');
+    const { outcome, writer } = await importFromPipe(list, 'lost@example.com');
+    const pid = await pidOf(`
+      select pid from pg_stat_activity where datname = current_database() and query ilike 'copy suppression_import_staging%'`);
+    await t.db.sql`select pg_terminate_backend(${pid})`;
+    // The pipe's writer goes on and finishes; the import must still fail, not hang.
+    writer.end('more@example.com\n');
+    expect(await outcome).toBeInstanceOf(Error);
+    expect(await stored(list)).toEqual([]);
+    await expectFailedAndFree(list, 'after@example.com');
   });
 });
 
@@ -247,15 +292,138 @@ describe('suppressionImportCommand (admin CLI)', () => {
   });
 });
 
-describe('copyRows: the streaming line splitter', () => {
-  async function rowsOf(format: 'md5' | 'plain text', pieces: Buffer[]): Promise<{ out: string; counts: LineCounts }> {
+describe('copyInto', () => {
+  test('a source failing mid-COPY inside a transaction rolls back and leaves the connection usable', async () => {
+    const list = await newList('md5');
+    const conn = (await t.db.sql.reserve()) as Conn;
+    try {
+      async function* failing(): AsyncGenerator<Buffer> {
+        yield* copyFraming(
+          (async function* () {
+            const row = Buffer.alloc(6 + 16);
+            row.writeInt16BE(1, 0);
+            row.writeInt32BE(16, 2);
+            yield row;
+            throw new Error('source failed');
+          })(),
+        );
+      }
+      await conn`create temp table copy_probe (v bytea)`;
+      const attempt = transaction(conn, async () => {
+        await conn`insert into suppression_records (account_id, list_id, value) values (${t.accountId}, ${list}, ${Buffer.alloc(16, 1)})`;
+        await copyInto(t.db.sql, conn, conn`copy copy_probe (v) from stdin (format binary)`, failing());
+      });
+      await expect(attempt).rejects.toThrow('source failed');
+      const [row] = await conn<{ n: number }[]>`select count(*)::int as n from copy_probe`;
+      expect(row!.n).toBe(0);
+      expect(await stored(list)).toEqual([]);
+    } finally {
+      conn.release();
+    }
+  });
+});
+
+describe('copyInto: a COPY the server refuses', () => {
+  test('rejects instead of hanging, and the transaction rolls back', async () => {
+    const list = await newList('md5');
+    const conn = (await t.db.sql.reserve()) as Conn;
+    try {
+      const value = createHash('md5').update('twice').digest();
+      const row = Buffer.concat([Buffer.from([0, 3, 0, 0, 0, 16]), Buffer.from(t.accountId.replaceAll('-', ''), 'hex'), Buffer.from([0, 0, 0, 16]), Buffer.from(list.replaceAll('-', ''), 'hex'), Buffer.from([0, 0, 0, 16]), value]);
+      const attempt = transaction(conn, async () => {
+        // The same record twice: the primary key refuses the second after the stream has ended.
+        await copyInto(t.db.sql, conn, conn`copy suppression_records (account_id, list_id, value) from stdin (format binary)`, copyFraming((async function* () {
+          yield Buffer.concat([row, row]);
+        })()));
+      });
+      await expect(attempt).rejects.toThrow();
+      expect(await stored(list)).toEqual([]);
+      const [ok] = await conn<{ one: number }[]>`select 1 as one`;
+      expect(ok!.one).toBe(1);
+    } finally {
+      conn.release();
+    }
+  }, 15_000);
+});
+
+describe('BucketSort', () => {
+  async function sortAll(records: Buffer[], length: number): Promise<{ out: string[]; added: number; distinct: number }> {
+    const sorter = await BucketSort.open(length, dir);
+    try {
+      const w = sorter.writable();
+      // Tuples as recordRows gives them, in a few chunks.
+      for (let i = 0; i < records.length; i += 333) {
+        const tuples = records.slice(i, i + 333).map((r) => {
+          const t = Buffer.alloc(6 + length);
+          t.writeInt16BE(1, 0);
+          t.writeInt32BE(length, 2);
+          r.copy(t, 6);
+          return t;
+        });
+        await new Promise<void>((resolve, reject) => w.write(Buffer.concat(tuples), (e) => (e ? reject(e) : resolve())));
+      }
+      await new Promise<void>((resolve) => w.end(resolve));
+      const out: string[] = [];
+      for await (const chunk of sorter.sorted()) for (let o = 0; o < chunk.length; o += length) out.push(chunk.toString('hex', o, o + length));
+      return { out, added: sorter.added, distinct: sorter.distinct };
+    } finally {
+      await sorter.close();
+    }
+  }
+
+  test('emits the distinct records in ascending byte order', async () => {
+    const records = Array.from({ length: 20_000 }, (_, i) => createHash('md5').update(String(i % 15_000)).digest());
+    const { out, added, distinct } = await sortAll(records, 16);
+    const expected = [...new Set(records.map((r) => r.toString('hex')))].sort();
+    expect(out).toEqual(expected);
+    expect({ added, distinct }).toEqual({ added: 20_000, distinct: 15_000 });
+  });
+
+  test('records equal in their first five bytes are ordered by the rest', async () => {
+    const records = Array.from({ length: 3000 }, (_, i) => {
+      const r = Buffer.alloc(64, 0xab);
+      r.writeUInt32BE((i * 2654435761) >>> 0, 60);
+      return r;
+    });
+    records.push(Buffer.from(records[7]!));
+    const { out, distinct } = await sortAll(records, 64);
+    expect(out).toEqual([...new Set(records.map((r) => r.toString('hex')))].sort());
+    expect(distinct).toBe(3000);
+  });
+
+  test('no records, nothing out; the temp files are removed', async () => {
+    expect(await sortAll([], 16)).toEqual({ out: [], added: 0, distinct: 0 });
+    const { readdir } = await import('node:fs/promises');
+    expect((await readdir(dir)).filter((f) => f.startsWith('suppression-import-'))).toEqual([]);
+  });
+});
+
+describe('recordRows: the streaming line splitter', () => {
+  /** The values of a binary COPY stream of one column, as hex. */
+  function decodeCopy(buf: Buffer): string[] {
+    expect(buf.subarray(0, 11).toString('latin1')).toBe('PGCOPY\n\xff\r\n\0');
+    const values: string[] = [];
+    let o = 19;
+    for (;;) {
+      const fields = buf.readInt16BE(o);
+      if (fields === -1) break;
+      expect(fields).toBe(1);
+      const len = buf.readInt32BE(o + 2);
+      values.push(buf.toString('hex', o + 6, o + 6 + len));
+      o += 6 + len;
+    }
+    expect(o + 2).toBe(buf.length);
+    return values;
+  }
+
+  async function rowsOf(format: 'md5' | 'plain text', pieces: Buffer[]): Promise<{ values: string[]; counts: LineCounts }> {
     const counts: LineCounts = { valid: 0, malformed: 0 };
     const chunks: Buffer[] = [];
     async function* source() {
       yield* pieces;
     }
-    for await (const c of copyRows(format, counts)(source())) chunks.push(c);
-    return { out: Buffer.concat(chunks).toString('latin1'), counts };
+    for await (const c of copyFraming(recordRows(format, counts)(source()))) chunks.push(c);
+    return { values: decodeCopy(Buffer.concat(chunks)), counts };
   }
 
   test('gives the same rows and counts however the file is cut into chunks', async () => {
@@ -264,7 +432,7 @@ describe('copyRows: the streaming line splitter', () => {
       'utf8',
     );
     const whole = await rowsOf('md5', [text]);
-    expect(whole.out).toBe([md5('a'), md5('b'), md5('c'), md5('d')].map((h) => `${h}\n`).join(''));
+    expect(whole.values).toEqual([md5('a'), md5('b'), md5('c'), md5('d')]);
     expect(whole.counts).toEqual({ valid: 4, malformed: 1 });
     for (const size of [1, 2, 3, 7, 33, 34]) {
       const pieces: Buffer[] = [];
@@ -273,10 +441,14 @@ describe('copyRows: the streaming line splitter', () => {
     }
   });
 
-  test('plain text rows are bytea hex of the normalised address, escaped for COPY', async () => {
-    const { out, counts } = await rowsOf('plain text', [Buffer.from(' A@B.co \n')]);
-    expect(out).toBe(`\\\\x${Buffer.from('a@b.co').toString('hex')}\n`);
-    expect(counts).toEqual({ valid: 1, malformed: 0 });
+  test('plain text rows are the UTF-8 bytes of the normalised address', async () => {
+    const { values, counts } = await rowsOf('plain text', [Buffer.from(' A@B.co \nx@y.org')]);
+    expect(values).toEqual([Buffer.from('a@b.co').toString('hex'), Buffer.from('x@y.org').toString('hex')]);
+    expect(counts).toEqual({ valid: 2, malformed: 0 });
+  });
+
+  test('an empty file is a valid empty COPY stream', async () => {
+    expect(await rowsOf('md5', [])).toEqual({ values: [], counts: { valid: 0, malformed: 0 } });
   });
 
   test('firstField takes the first CSV field without quotes or padding', () => {

@@ -28,13 +28,14 @@ const INTERRUPTED = 'The process running this import stopped before it finished;
  * `run` gets the connection and the import id and must apply everything in one transaction that
  * also marks the import completed (see `transaction`); when it throws, the import is marked failed.
  */
-export async function holdList<T>(sql: Sql, job: HeldImport, run: (conn: Conn, importId: string) => Promise<T>): Promise<T> {
+export async function holdList<T>(sql: Sql, job: HeldImport, run: (conn: Conn, importId: string, holder: Holder) => Promise<T>): Promise<T> {
   const conn = (await sql.reserve()) as Conn;
   let locked = false;
   let gone = false;
   try {
-    const [lock] = await conn<{ locked: boolean }[]>`select pg_try_advisory_lock(${lockKey(conn, job)}) as locked`;
+    const [lock] = await conn<{ locked: boolean; pid: number }[]>`select pg_try_advisory_lock(${lockKey(conn, job)}) as locked, pg_backend_pid() as pid`;
     locked = lock!.locked;
+    const holder = new Holder(sql, lock!.pid);
     if (!locked) throw await busy(conn, job);
     await conn`
       update suppression_imports set status = 'failed', failure_reason = ${INTERRUPTED}, completed_at = clock_timestamp()
@@ -49,7 +50,7 @@ export async function holdList<T>(sql: Sql, job: HeldImport, run: (conn: Conn, i
     });
     const importId = row!.id;
     try {
-      return await run(conn, importId);
+      return await run(conn, importId, holder);
     } catch (error) {
       gone = isConnectionGone(error);
       // A session that died has let go of the list already; its row is then marked through the pool.
@@ -68,6 +69,24 @@ export async function holdList<T>(sql: Sql, job: HeldImport, run: (conn: Conn, i
       if (locked) await conn`select pg_advisory_unlock(${lockKey(conn, job)})`.catch(() => {});
       conn.release();
     }
+  }
+}
+
+/** The session holding the list, for a holder that goes without the database for a while. */
+export class Holder {
+  constructor(
+    private readonly sql: Sql,
+    readonly pid: number,
+  ) {}
+
+  /**
+   * Throws a connection error when the holder's backend is gone. postgres.js hangs a query sent on a
+   * reserved connection that closed while idle, so a long phase away from the database (reading and
+   * sorting a file) ends with this check, through the pool, before the connection is used again.
+   */
+  async assertAlive(): Promise<void> {
+    const [row] = await this.sql`select 1 from pg_stat_activity where pid = ${this.pid}`;
+    if (!row) throw Object.assign(new Error('the database connection of the import closed'), { code: 'CONNECTION_CLOSED' });
   }
 }
 

@@ -3,9 +3,11 @@ import { access, constants, stat } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
 import type { Sql } from '../db';
 import { finishImport } from './add-records';
+import { BucketSort } from './bucket-sort';
+import { copyInto } from './copy-in';
 import { findList } from './lists';
-import { holdList, isConnectionGone, transaction, type Conn } from './list-guard';
-import { copyRows, STAGING, type LineCounts } from './record-lines';
+import { holdList, isConnectionGone, transaction, type Conn, type Holder } from './list-guard';
+import { copyFraming, recordRows, type LineCounts } from './record-lines';
 import type { ListFormat } from './records';
 
 export interface ManualImportResult {
@@ -16,9 +18,23 @@ export interface ManualImportResult {
   malformedCount: number;
 }
 
-// Measured by bench/suppression-import.ts (10M md5 lines, 2 cores); only feeds Retry-After.
-const READ_BYTES_PER_SECOND = 40_000_000;
-const MERGE_ROWS_PER_SECOND = 400_000;
+// Rough rates on a loaded 2-core machine (bench/suppression-import.ts); they only feed Retry-After.
+const READ_BYTES_PER_SECOND = 50_000_000;
+const WRITE_ROWS_PER_SECOND = 300_000;
+const DIGEST_BYTES: Partial<Record<ListFormat, number>> = { md5: 16, sha512: 64 };
+
+/** The file cannot be read (missing, a directory, no permission): nothing was started. */
+export class UnreadableFileError extends Error {}
+
+interface Job {
+  accountId: string;
+  listId: string;
+  importId: string;
+  format: ListFormat;
+  file: string;
+  holder: Holder;
+  log: (message: string) => void;
+}
 
 /**
  * A `manual` import of a local file into a list: one record per line (or a CSV whose first column
@@ -26,51 +42,48 @@ const MERGE_ROWS_PER_SECOND = 400_000;
  * malformed. `totalCount` is the number of valid records read; `duplicateCount` those already on
  * the list or repeated in the file.
  *
- * The list is held while it runs (its import row is 'importing'). The file streams through COPY
- * into a temp table on the holder's connection, outside any transaction; one transaction then
- * inserts set-based, bumps the list's counter and completes the import, so a failure at any point
- * leaves the list as it was and the import `failed`.
+ * The list is held while it runs (its import row is 'importing'). Everything is applied by one
+ * transaction that also completes the import, so a failure at any point leaves the list as it was
+ * and the import `failed`.
+ *
+ * Digests (md5, sha512) are sorted and de-duplicated beside the database (BucketSort); into an
+ * empty list they then go straight in by COPY, the fastest way PostgreSQL has to fill a table and
+ * its index. Otherwise records are staged by COPY in a temp table and inserted set-based, sorted,
+ * minus those already on the list.
  */
 export async function runManualSuppressionImport(
   sql: Sql,
-  { accountId, listId, file, log }: { accountId: string; listId: string; file: string; log?: (message: string) => void },
+  { accountId, listId, file, log = () => {} }: { accountId: string; listId: string; file: string; log?: (message: string) => void },
 ): Promise<ManualImportResult> {
   const started = performance.now();
-  const elapsed = () => `${((performance.now() - started) / 1000).toFixed(1)} s`;
+  const at = () => `${((performance.now() - started) / 1000).toFixed(1)} s`;
   const list = await findList(sql, accountId, listId);
   const size = await readableFileSize(file);
+  const perLine = DIGEST_BYTES[list.format] ? DIGEST_BYTES[list.format]! * 2 + 1 : 30;
   return holdList(
     sql,
     {
       accountId,
       listId,
       method: 'manual',
-      estimatedSeconds: Math.ceil(size / READ_BYTES_PER_SECOND + size / 40 / MERGE_ROWS_PER_SECOND) + 1,
+      estimatedSeconds: Math.ceil(size / READ_BYTES_PER_SECOND + size / perLine / WRITE_ROWS_PER_SECOND) + 1,
       describeFailure: (error) => `The import stopped and nothing was applied: ${error instanceof Error ? error.message : String(error)}`,
     },
-    async (conn, importId) => {
+    async (conn, importId, holder) => {
+      const job: Job = { accountId, listId, importId, format: list.format, file, holder, log: (m) => log(`${m} at ${at()}`) };
       const dropStaging = () => conn`drop table if exists pg_temp.suppression_import_staging`;
       try {
-        const counts = await stage(sql, conn, list.format, file);
-        log?.(`staged ${counts.valid} records (${counts.malformed} malformed) at ${elapsed()}`);
-        await conn`
-          update suppression_imports
-          set estimated_end = clock_timestamp() + make_interval(secs => ${Math.ceil(counts.valid / MERGE_ROWS_PER_SECOND) + 1})
-          where account_id = ${accountId} and id = ${importId}`;
-        const added = await transaction(conn, () => merge(conn, list.format, { accountId, listId, importId, counts }));
-        log?.(`merged ${added} new records at ${elapsed()}`);
+        const { counts, added } = DIGEST_BYTES[list.format] ? await importDigests(sql, conn, job) : await importStaged(sql, conn, job);
         await dropStaging();
         return { id: importId, totalCount: counts.valid, addedCount: added, duplicateCount: counts.valid - added, malformedCount: counts.malformed };
       } catch (error) {
+        // A connection that died took its temp table with it (and cannot be queried any more).
         if (!isConnectionGone(error)) await dropStaging().catch(() => {});
         throw error;
       }
     },
   );
 }
-
-/** The file cannot be read (missing, a directory, no permission): nothing was started. */
-export class UnreadableFileError extends Error {}
 
 async function readableFileSize(file: string): Promise<number> {
   try {
@@ -84,63 +97,133 @@ async function readableFileSize(file: string): Promise<number> {
   }
 }
 
-/** Streams the file's records into a temp table with COPY (backpressure through pipeline). */
-async function stage(sql: Sql, conn: Conn, format: ListFormat, file: string): Promise<LineCounts> {
-  // A temp table: private to this connection, never WAL-logged, gone with the session.
-  await conn`drop table if exists pg_temp.suppression_import_staging`;
-  await conn`create temp table suppression_import_staging (v ${conn.unsafe(STAGING[format].type)} not null)`;
-  const [{ pid } = { pid: 0 }] = await conn<{ pid: number }[]>`select pg_backend_pid() as pid`;
-  const counts: LineCounts = { valid: 0, malformed: 0 };
-  const copy = await conn`copy suppression_import_staging (v) from stdin`.writable();
-  const source = createReadStream(file, { highWaterMark: 1 << 20 });
-  const copying = pipeline(source, copyRows(format, counts), copy);
-  copying.catch(() => {}); // settled through the race below
-  const watch = new AbortController();
+const readFile = (file: string) => createReadStream(file, { highWaterMark: 1 << 20 });
+
+/** md5 and sha512: sort and de-duplicate the file beside the database, then write. */
+async function importDigests(sql: Sql, conn: Conn, job: Job): Promise<{ counts: LineCounts; added: number }> {
+  const length = DIGEST_BYTES[job.format]!;
+  const sorter = await BucketSort.open(length);
   try {
-    await Promise.race([copying, backendGone(sql, pid, watch.signal)]);
-  } catch (error) {
-    source.destroy();
-    throw error;
+    const counts: LineCounts = { valid: 0, malformed: 0 };
+    await pipeline(readFile(job.file), recordRows(job.format, counts), sorter.writable());
+    job.log(`read ${counts.valid} records (${counts.malformed} malformed)`);
+    await job.holder.assertAlive();
+    await refineEstimate(conn, job, counts.valid);
+    if (!(await listHasRecords(conn, job))) {
+      // Nothing to compare with: the distinct records all go in, by COPY, in key order.
+      const prefix = tuplePrefix(job, length);
+      const added = await transaction(conn, async () => {
+        await copyInto(sql, conn, conn`copy suppression_records (account_id, list_id, value) from stdin (format binary)`, copyFraming(tuples(sorter.sorted(), length, prefix)));
+        await finishImport(conn, { ...job, totalCount: counts.valid, addedCount: sorter.distinct, malformedCount: counts.malformed });
+        return sorter.distinct;
+      });
+      job.log(`wrote ${added} records`);
+      return { counts, added };
+    }
+    await createStaging(conn);
+    await copyInto(sql, conn, conn`copy suppression_import_staging (v) from stdin (format binary)`, copyFraming(tuples(sorter.sorted(), length, stagingPrefix(length))));
+    job.log(`staged ${sorter.distinct} distinct records`);
+    return { counts, added: await mergeStaging(conn, job, counts, { sortedDistinct: true }) };
   } finally {
-    watch.abort();
+    await sorter.close();
   }
-  // Temp tables get no autovacuum statistics; the planner needs them to size the sort.
+}
+
+/** Plain text: stage every valid record, then insert the distinct new ones in one statement. */
+async function importStaged(sql: Sql, conn: Conn, job: Job): Promise<{ counts: LineCounts; added: number }> {
+  const counts: LineCounts = { valid: 0, malformed: 0 };
+  await createStaging(conn);
+  const file = readFile(job.file);
+  const rows = copyFraming(recordRows(job.format, counts)(file));
+  await copyInto(sql, conn, conn`copy suppression_import_staging (v) from stdin (format binary)`, rows, () => file.destroy());
+  job.log(`staged ${counts.valid} records (${counts.malformed} malformed)`);
+  await refineEstimate(conn, job, counts.valid);
+  return { counts, added: await mergeStaging(conn, job, counts, { sortedDistinct: false }) };
+}
+
+async function listHasRecords(conn: Conn, job: Job): Promise<boolean> {
+  const [row] = await conn`select 1 from suppression_records where account_id = ${job.accountId} and list_id = ${job.listId} limit 1`;
+  return row !== undefined;
+}
+
+async function refineEstimate(conn: Conn, job: Job, records: number): Promise<void> {
+  await conn`
+    update suppression_imports set estimated_end = clock_timestamp() + make_interval(secs => ${Math.ceil(records / WRITE_ROWS_PER_SECOND) + 1})
+    where account_id = ${job.accountId} and id = ${job.importId}`;
+}
+
+/** A temp table: private to this connection, never WAL-logged, gone with the session. */
+async function createStaging(conn: Conn): Promise<void> {
+  await conn`drop table if exists pg_temp.suppression_import_staging`;
+  await conn`create temp table suppression_import_staging (v bytea not null)`;
+}
+
+/** Binary COPY tuples of the given records: the same prefix (field count, lengths, ids) before each. */
+async function* tuples(records: AsyncIterable<Buffer>, length: number, prefix: Buffer): AsyncGenerator<Buffer> {
+  for await (const chunk of records) {
+    const n = chunk.length / length;
+    const out = Buffer.allocUnsafe(n * (prefix.length + length));
+    let o = 0;
+    for (let at = 0; at < chunk.length; at += length) {
+      o += prefix.copy(out, o);
+      o += chunk.copy(out, o, at, at + length);
+    }
+    yield out;
+  }
+}
+
+/** (account_id uuid, list_id uuid, value bytea) before each value of a suppression_records tuple. */
+function tuplePrefix(job: Job, length: number): Buffer {
+  const p = Buffer.alloc(46);
+  p.writeInt16BE(3, 0);
+  p.writeInt32BE(16, 2);
+  Buffer.from(job.accountId.replaceAll('-', ''), 'hex').copy(p, 6);
+  p.writeInt32BE(16, 22);
+  Buffer.from(job.listId.replaceAll('-', ''), 'hex').copy(p, 26);
+  p.writeInt32BE(length, 42);
+  return p;
+}
+
+function stagingPrefix(length: number): Buffer {
+  const p = Buffer.alloc(6);
+  p.writeInt16BE(1, 0);
+  p.writeInt32BE(length, 2);
+  return p;
+}
+
+/**
+ * In one transaction: inserts the distinct staged records that are not on the list yet, sorted,
+ * so the primary key's B-tree fills in key order rather than at random (per-row index upkeep is
+ * the bulk of the cost). Nobody else writes the list while it is held, so an anti-join replaces
+ * on conflict do nothing, whose speculative insertion made re-importing 10M records three times
+ * slower. Then the counters, and the import completed.
+ */
+async function mergeStaging(conn: Conn, job: Job, counts: LineCounts, staged: { sortedDistinct: boolean }): Promise<number> {
+  // Analyzed, a temp table tells the planner its size (autovacuum never looks at temp tables).
   await conn`analyze suppression_import_staging`;
-  return counts;
-}
-
-/**
- * Rejects once the backend of the COPY is gone. postgres.js never settles a COPY stream whose
- * connection closes after the last chunk was sent (the CopyDone is out, the stream already
- * detached), so the pipeline alone could wait forever.
- */
-function backendGone(sql: Sql, pid: number, stop: AbortSignal): Promise<never> {
-  return new Promise((_, reject) => {
-    const timer = setInterval(async () => {
-      const rows = await sql`select 1 from pg_stat_activity where pid = ${pid}`.catch(() => [1]);
-      if (rows.length === 0 && !stop.aborted) {
-        clearInterval(timer);
-        reject(Object.assign(new Error('the database connection of the import closed'), { code: 'CONNECTION_CLOSED' }));
-      }
-    }, 1000);
-    stop.addEventListener('abort', () => clearInterval(timer), { once: true });
+  const added = await transaction(conn, async () => {
+    await conn`set local work_mem = '1GB'`;
+    const [list] = await conn<{ n: number }[]>`select record_count as n from suppression_lists where account_id = ${job.accountId} and id = ${job.listId}`;
+    // The join comes from counts we keep, not from table statistics, which lag behind a large
+    // import: a merge of the sorted file with the list's index order when the file is a sizeable
+    // share of the list (10M against 10M: 13 s, where a hash took 19 s and index probes longer),
+    // index probes when the file is small next to the list.
+    if (counts.valid * 4 >= (list?.n ?? 0)) await conn`set local enable_nestloop = off; set local enable_hashjoin = off`.simple();
+    else await conn`set local enable_hashjoin = off; set local enable_mergejoin = off`.simple();
+    const records = staged.sortedDistinct ? conn`suppression_import_staging` : conn`(select distinct v from suppression_import_staging)`;
+    const notOnList = (await listHasRecords(conn, job))
+      ? conn`where not exists (
+          select 1 from suppression_records r
+          where r.account_id = ${job.accountId} and r.list_id = ${job.listId} and r.value = s.v)`
+      : conn``;
+    const inserted = await conn`
+      insert into suppression_records (account_id, list_id, value)
+      select ${job.accountId}, ${job.listId}, s.v from ${records} s
+      ${notOnList}
+      order by s.v`;
+    await finishImport(conn, { ...job, totalCount: counts.valid, addedCount: inserted.count, malformedCount: counts.malformed });
+    return inserted.count;
   });
-}
-
-/**
- * Inserts the distinct staged records, sorted, so the primary key's B-tree fills in key order
- * rather than at random. Into an empty list a plain insert is enough (nobody else writes the list
- * while it is held); otherwise on conflict do nothing skips records already there.
- */
-async function merge(conn: Conn, format: ListFormat, c: { accountId: string; listId: string; importId: string; counts: LineCounts }): Promise<number> {
-  await conn`set local work_mem = '1GB'`;
-  const value = STAGING[format].type === 'uuid' ? conn`uuid_send(v)` : conn`v`;
-  const [existing] = await conn`select 1 from suppression_records where account_id = ${c.accountId} and list_id = ${c.listId} limit 1`;
-  const conflict = existing ? conn`on conflict do nothing` : conn``;
-  const inserted = await conn`
-    insert into suppression_records (account_id, list_id, value)
-    select ${c.accountId}, ${c.listId}, ${value} from (select distinct v from suppression_import_staging) s order by v
-    ${conflict}`;
-  await finishImport(conn, { accountId: c.accountId, listId: c.listId, importId: c.importId, totalCount: c.counts.valid, addedCount: inserted.count, malformedCount: c.counts.malformed });
-  return inserted.count;
+  job.log(`inserted ${added} new records`);
+  return added;
 }

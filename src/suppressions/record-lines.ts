@@ -7,17 +7,9 @@ export interface LineCounts {
   malformed: number;
 }
 
-/**
- * How records are staged for COPY, per format. md5 records go in as uuid (32 hex digits are valid
- * uuid input; uuid_send gives the 16 bytes back): uuid sorts with abbreviated keys and bytea does
- * not, and sorting is the second most expensive step of a large import. The rest go in as bytea
- * in hex input form, `\\x…` in COPY text (COPY turns `\\` into one backslash).
- */
-export const STAGING: Record<ListFormat, { type: 'uuid' | 'bytea'; prefix: Buffer }> = {
-  md5: { type: 'uuid', prefix: Buffer.alloc(0) },
-  sha512: { type: 'bytea', prefix: Buffer.from('\\\\x') },
-  'plain text': { type: 'bytea', prefix: Buffer.from('\\\\x') },
-};
+// COPY BINARY framing: signature, flags, header extension length; a -1 field count ends the data.
+const COPY_HEADER = Buffer.concat([Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'), Buffer.alloc(8)]);
+const COPY_TRAILER = Buffer.from([0xff, 0xff]);
 
 const NL = 0x0a;
 const COMMA = 0x2c;
@@ -27,6 +19,12 @@ const MAX_LINE = 64 * 1024;
 const HEX_LENGTH: Record<ListFormat, number> = { md5: 32, sha512: 128, 'plain text': -1 };
 
 const isSpace = (c: number) => c === 0x20 || (c >= 0x09 && c <= 0x0d);
+// Byte → its value as a hex digit (either case), -1 for anything else.
+const NIBBLE = new Int8Array(256).fill(-1);
+for (let i = 0; i < 16; i++) {
+  NIBBLE['0123456789abcdef'.charCodeAt(i)] = i;
+  NIBBLE['0123456789ABCDEF'.charCodeAt(i)] = i;
+}
 
 /**
  * The record of a file line: the first CSV field, trimmed, without surrounding quotes. A line that
@@ -44,16 +42,17 @@ export function firstField(line: string): string {
 }
 
 /**
- * A pipeline stage from file bytes to COPY text rows of the staging column (see STAGING).
- * Blank lines are skipped; lines without a record of the format are counted as malformed. Lines
- * are split with Buffer#indexOf and md5/sha512 records are checked and lowercased on the bytes, so
- * the hot path makes no string per line; anything else (quotes, non-ASCII spaces, addresses)
- * takes the string path through the API's own rules, so a file and a request accept the same.
+ * A pipeline stage from file bytes to binary COPY tuples of one field, the record's stored bytes
+ * (`int16 1, int32 length, bytes`; see copyFraming for the stream around them). Blank lines are
+ * skipped; lines without a record of the format are counted as malformed. Lines are split with
+ * Buffer#indexOf and md5/sha512 records are checked and decoded on the bytes, so the hot path makes
+ * no string per line; anything else (quotes, non-ASCII spaces, addresses) takes the string path
+ * through the API's own rules, so a file and a request accept the same records.
  */
-export function copyRows(format: ListFormat, counts: LineCounts) {
+export function recordRows(format: ListFormat, counts: LineCounts) {
   const hexLength = HEX_LENGTH[format];
-  const prefix = STAGING[format].prefix;
 
+  /** Writes the row for line[start, end) at out[o] and returns the new offset. */
   function writeRecord(out: Buffer, o: number, line: Buffer, start: number, end: number): number {
     if (hexLength > 0) {
       // Fast path: an unquoted hex record, maybe padded, maybe followed by more CSV fields.
@@ -63,18 +62,17 @@ export function copyRows(format: ListFormat, counts: LineCounts) {
       while (e < end && line[e] !== COMMA) e++;
       while (e > s && isSpace(line[e - 1]!)) e--;
       if (e - s === hexLength) {
-        let w = o + prefix.copy(out, o);
-        for (let i = s; i < e; i++) {
-          const c = line[i]!;
-          const l = c | 0x20;
-          if ((c >= 0x30 && c <= 0x39) || (l >= 0x61 && l <= 0x66)) out[w++] = c <= 0x39 ? c : l;
-          else {
+        let w = out.writeInt32BE(hexLength / 2, out.writeInt16BE(1, o));
+        for (let i = s; i < e; i += 2) {
+          const high = NIBBLE[line[i]!]!;
+          const low = NIBBLE[line[i + 1]!]!;
+          if ((high | low) < 0) {
             w = -1;
             break;
           }
+          out[w++] = (high << 4) | low;
         }
         if (w >= 0) {
-          out[w++] = NL;
           counts.valid++;
           return w;
         }
@@ -87,17 +85,15 @@ export function copyRows(format: ListFormat, counts: LineCounts) {
       return o;
     }
     counts.valid++;
-    o += prefix.copy(out, o);
-    const hex = format === 'plain text' ? Buffer.from(record, 'utf8').toString('hex') : record;
-    o += out.write(hex, o, 'latin1');
-    out[o++] = NL;
-    return o;
+    const bytes = Buffer.from(record, format === 'plain text' ? 'utf8' : 'hex');
+    o = out.writeInt32BE(bytes.length, out.writeInt16BE(1, o));
+    return o + bytes.copy(out, o);
   }
 
   /** The whole lines of buf[start, end) as COPY rows. */
   function convert(buf: Buffer, start: number, end: number): Buffer {
-    // Worst case: a 5-character address line becomes `\\x` + 10 hex digits + newline.
-    const out = Buffer.allocUnsafe((end - start) * 3 + 64);
+    // Worst case: a 5-character address line of 6 bytes becomes a 6-byte row header and 5 bytes.
+    const out = Buffer.allocUnsafe((end - start) * 2 + 64);
     let o = 0;
     for (let pos = start; pos < end; ) {
       let nl = buf.indexOf(NL, pos);
@@ -142,4 +138,11 @@ export function copyRows(format: ListFormat, counts: LineCounts) {
       if (rows.length > 0) yield rows;
     }
   };
+}
+
+/** A binary COPY stream around tuples: the header, the tuples, the trailer. Also a pipeline stage. */
+export async function* copyFraming(tuples: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
+  yield COPY_HEADER;
+  yield* tuples;
+  yield COPY_TRAILER;
 }
