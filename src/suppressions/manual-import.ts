@@ -113,7 +113,7 @@ async function importDigests(sql: Sql, conn: Conn, job: Job): Promise<{ counts: 
       // Nothing to compare with: the distinct records all go in, by COPY, in key order.
       const prefix = tuplePrefix(job, length);
       const added = await transaction(conn, async () => {
-        await copyInto(sql, conn, conn`copy suppression_records (account_id, list_id, value) from stdin (format binary)`, copyFraming(tuples(sorter.sorted(), length, prefix)));
+        await copyInto(sql, conn, conn`copy suppression_records (account_id, list_id, value) from stdin (format binary)`, copyFraming(sorter.sorted(prefix)));
         await finishImport(conn, { ...job, totalCount: counts.valid, addedCount: sorter.distinct, malformedCount: counts.malformed });
         return sorter.distinct;
       });
@@ -121,7 +121,7 @@ async function importDigests(sql: Sql, conn: Conn, job: Job): Promise<{ counts: 
       return { counts, added };
     }
     await createStaging(conn);
-    await copyInto(sql, conn, conn`copy suppression_import_staging (v) from stdin (format binary)`, copyFraming(tuples(sorter.sorted(), length, stagingPrefix(length))));
+    await copyInto(sql, conn, conn`copy suppression_import_staging (v) from stdin (format binary)`, copyFraming(sorter.sorted(stagingPrefix(length))));
     job.log(`staged ${sorter.distinct} distinct records`);
     return { counts, added: await mergeStaging(conn, job, counts, { sortedDistinct: true }) };
   } finally {
@@ -156,20 +156,6 @@ async function refineEstimate(conn: Conn, job: Job, records: number): Promise<vo
 async function createStaging(conn: Conn): Promise<void> {
   await conn`drop table if exists pg_temp.suppression_import_staging`;
   await conn`create temp table suppression_import_staging (v bytea not null)`;
-}
-
-/** Binary COPY tuples of the given records: the same prefix (field count, lengths, ids) before each. */
-async function* tuples(records: AsyncIterable<Buffer>, length: number, prefix: Buffer): AsyncGenerator<Buffer> {
-  for await (const chunk of records) {
-    const n = chunk.length / length;
-    const out = Buffer.allocUnsafe(n * (prefix.length + length));
-    let o = 0;
-    for (let at = 0; at < chunk.length; at += length) {
-      o += prefix.copy(out, o);
-      o += chunk.copy(out, o, at, at + length);
-    }
-    yield out;
-  }
 }
 
 /** (account_id uuid, list_id uuid, value bytea) before each value of a suppression_records tuple. */
