@@ -14,16 +14,33 @@
 -- $4  last seq of this batch $5  strategy              $6  overwrite brands (only with overwrite)
 -- $7  restore disabled       $8  publish events        $9  import method (api | manual)
 -- $10 row count              $11 estimated end of the whole merge
+-- The contact and the seed of each staged row are looked up through their primary keys, one probe
+-- per row: LATERAL … OFFSET 0 is never flattened into a join, so the planner cannot pick another
+-- shape. That is deliberate. As a plain join, statistics of `contacts` that predate the account
+-- make the planner expect ONE contact for it and materialize all of the account's contacts once,
+-- then filter them for every staged row (quadratic: 10,000 rows against 10,000 contacts took 7 s,
+-- a 1M-row import did not finish); with fresh statistics it would rather hash the whole account.
 with batch as (
   select r.email_md5, r.email, r.attributes, r.brand_ids,
-         c.email_md5 is not null as found,
+         c.target,
+         c.target is not null as found,
          c.enabled,
          c.attributes as old_attributes,
          c.brand_ids as old_brand_ids,
-         s.email_md5 is not null as seed
+         s.seed is not null as seed
   from :"merge_table" r
-  left join contacts c on c.account_id = $1::uuid and c.email_md5 = r.email_md5
-  left join seed_addresses s on s.account_id = $1::uuid and s.email_md5 = r.email_md5
+  left join lateral (
+    select c.ctid as target, c.enabled, c.attributes, c.brand_ids
+    from contacts c
+    where c.account_id = $1::uuid and c.email_md5 = r.email_md5
+    offset 0
+  ) c on true
+  left join lateral (
+    select true as seed
+    from seed_addresses s
+    where s.account_id = $1::uuid and s.email_md5 = r.email_md5
+    offset 0
+  ) s on true
   where r.seq > $3::int8 and r.seq <= $4::int8
 ),
 
@@ -81,11 +98,17 @@ inserted as (
   returning 1
 ),
 
+-- The contact to update is addressed by the physical row `batch` found (same statement, same
+-- snapshot, and the account's lock keeps every other writer away), not by account and email again:
+-- with a condition on account_id here, the same stale statistics would put the account's contacts
+-- (expected: 1) on the outer side of a nested loop and rescan `planned` once per contact. Without
+-- it the only candidates are a TID probe per planned row or a scan of the whole table, whose size
+-- the planner always knows from the table's current page count.
 updated as (
   update contacts c
   set attributes = p.new_attributes, brand_ids = p.new_brand_ids, enabled = true, updated_at = now()
   from planned p
-  where p.outcome = 'update' and c.account_id = $1::uuid and c.email_md5 = p.email_md5
+  where p.outcome = 'update' and c.ctid = p.target
   returning 1
 ),
 
