@@ -7,7 +7,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AdminError, UsageError } from '../src/cli/admin/args';
-import { suppressionImportCommand } from '../src/cli/admin/suppression-import';
+import { suppressionImportCommand, suppressionImportCommands } from '../src/cli/admin/suppression-import';
 import { ApiError } from '../src/errors';
 import { holdList } from '../src/suppressions/list-guard';
 import { runManualSuppressionImport } from '../src/suppressions/manual-import';
@@ -274,6 +274,15 @@ describe('suppressionImportCommand (admin CLI)', () => {
     const error = await suppressionImportCommand(t.db.sql, flags).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(kind);
     expect((error as Error).message).toMatch(message);
+  });
+
+  test('the dispatcher entry checks its flags before touching the database, then imports', async () => {
+    const command = suppressionImportCommands['suppression-import']!;
+    expect(() => command.prepare(['--account', NOBODY, '--list', NOBODY])).toThrow(UsageError);
+    expect(() => command.prepare(['--account', NOBODY, '--list', 'x', '--file', 'f'])).toThrow(/--list must be a uuid/);
+    const list = await newList('sha512');
+    const work = command.prepare(['--account', t.accountId, '--list', list, '--file', await fileOf(`${sha512('x')}\n`)]);
+    expect(await work(t.db.sql)).toMatchObject({ totalCount: 1, addedCount: 1 });
   });
 
   test('an unknown list, or one of another account, and an unreadable file are AdminErrors', async () => {
