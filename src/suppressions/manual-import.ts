@@ -55,6 +55,8 @@ export async function runManualSuppressionImport(
   sql: Sql,
   { accountId, listId, file, log = () => {} }: { accountId: string; listId: string; file: string; log?: (message: string) => void },
 ): Promise<ManualImportResult> {
+  // One connection holds the list; the pool's others check on it while it copies.
+  if (sql.options.max < 2) throw new Error('runManualSuppressionImport needs a connection pool of at least 2');
   const started = performance.now();
   const at = () => `${((performance.now() - started) / 1000).toFixed(1)} s`;
   const list = await findList(sql, accountId, listId);
