@@ -16,6 +16,11 @@ export async function dedupePhase(p: Pipeline): Promise<void> {
   const { job } = p;
   const t = stagingTables(job.id);
   const counts = await p.sql.begin(async (tx) => {
+    // The sort of every staged row (wide: attributes and brands ride along) is the whole cost of
+    // this phase. With the server's 64 MB it spills to disk from ~200,000 rows on; 1 GB sorts a
+    // 1M-row file in memory and cuts the merge passes of a 25M-row one (measured: 3M rows 11.5 s →
+    // 8.9 s). Only for this transaction, one per running import (WORKER_CONCURRENCY, default 1).
+    await tx`set local work_mem = '1GB'`;
     await tx.unsafe(`drop table if exists ${t.merge}`);
     await tx.unsafe(`
       create unlogged table ${t.merge} as
