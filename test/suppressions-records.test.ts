@@ -144,6 +144,14 @@ describe('POST /v1/suppression-lists/{id}/records: a rejected batch', () => {
     expect((await add(list, many(1000, 'y'))).body).toMatchObject({ totalCount: 1000, addedCount: 1000, duplicateCount: 0 });
   });
 
+  test('an unknown body field (a typo) is a 400 pointing at it, and adds nothing', async () => {
+    const list = await newList('md5');
+    const res = await t.call('POST', `/v1/suppression-lists/${list}/records`, { body: { records: [md5('a')], record: [md5('b')] } });
+    const problem = expectProblem(res, 400, 'invalid_request_error');
+    expect(problem.errors.map((e: { pointer?: string }) => e.pointer)).toEqual(['/record']);
+    expect(await stored(list)).toEqual([]);
+  });
+
   test('a body that is not JSON is a 400', async () => {
     const list = await newList('md5');
     const res = await t.call('POST', `/v1/suppression-lists/${list}/records`, { raw: '{"records": [', headers: { 'content-type': 'application/json' } });

@@ -3,6 +3,7 @@ import type { Deps } from '../deps';
 import { authOf } from '../http/context';
 import { errorResponses } from '../http/openapi';
 import { rejectRepeatedParams, rejectUnknownParams } from '../http/pagination';
+import { assertBodyShape } from '../http/body-shape';
 import { addRecords } from './add-records';
 import { getImport, listImports } from './imports';
 import { findList, listLists, toList } from './lists';
@@ -39,6 +40,8 @@ export function suppressionListRoutes(deps: Deps) {
     .post('/:suppressionListId/records', ({ request, params, body }) => addRecords(sql, authOf(request).accountId, params.suppressionListId, body.records), {
       params: ListIdParams,
       body: AddRecordsBody,
+      // Elysia's normaliser drops unknown fields silently; a typo must be a 400 instead.
+      transform: ({ body }) => assertBodyShape(body, { allowed: ['records'], objects: [] }),
       response: { 200: AddRecordsResult, ...errorResponses(400, 404, 409) },
       detail: {
         summary: 'Add records',
