@@ -73,6 +73,9 @@ merged as (
         order by x.n)
     end as new_brand_ids
   from batch b
+  -- Keeps this a subquery of its own: flattened into `planned`, new_attributes and new_brand_ids
+  -- would be computed twice per row (once for the column, once for `outcome`).
+  offset 0
 ),
 
 -- A merge that changes nothing is a skip, and the row is not rewritten. Re-enabling is a change.
