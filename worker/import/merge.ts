@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { stagingTables } from './staging';
 import type { Pipeline } from './state';
 
-const MERGE_SQL = join(import.meta.dir, '../../sql/merge/merge-batch.sql');
+const SQL_DIR = join(import.meta.dir, '../../sql/merge');
 /** Merge speed assumed for Retry-After before the first batch has been timed. */
 const ASSUMED_ROWS_PER_SECOND = 20_000;
 /** In-process retries of a batch that lost a deadlock or serialization race before giving up to the queue. */
@@ -16,12 +16,13 @@ interface BatchResult {
   events: number;
 }
 
-let mergeSqlText: Promise<string> | undefined;
+const sqlTexts = new Map<string, Promise<string>>();
 
-/** The merge statement for one import's merge table (the file is read once per process). */
-async function mergeStatement(table: string): Promise<string> {
-  mergeSqlText ??= Bun.file(MERGE_SQL).text();
-  return (await mergeSqlText).replaceAll(':"merge_table"', table);
+/** A statement of sql/merge for one import's merge table (each file is read once per process). */
+async function mergeStatement(file: string, table: string): Promise<string> {
+  let text = sqlTexts.get(file);
+  if (!text) sqlTexts.set(file, (text = Bun.file(join(SQL_DIR, file)).text()));
+  return (await text).replaceAll(':"merge_table"', table);
 }
 
 /** 40P01 deadlock, 40001 serialization failure: the batch's transaction rolled back, try again. */
@@ -42,7 +43,10 @@ function lostRace(e: unknown): boolean {
 export async function mergePhase(p: Pipeline): Promise<boolean> {
   const { sql, job } = p;
   const rowCount = job.rowCount ?? 0;
-  const statement = await mergeStatement(stagingTables(job.id).merge);
+  const table = stagingTables(job.id).merge;
+  const statement = await mergeStatement('merge-batch.sql', table);
+  const insertStatement = await mergeStatement('insert-batch.sql', table);
+  const clashStatement = await mergeStatement('batch-clash.sql', table);
   let done = job.checkpoint;
 
   if (done < rowCount) {
@@ -84,11 +88,16 @@ export async function mergePhase(p: Pipeline): Promise<boolean> {
             for update`;
           if (!state || state.status !== 'importing' || state.phase !== 'merge') return { stop: true as const };
           if (state.checkpoint !== done) return { checkpoint: state.checkpoint };
-          const [r] = await tx.unsafe<BatchResult[]>(
-            statement,
-            [job.accountId, job.id, done, hi, job.strategy, job.overwriteBrands, job.restoreDisabled, job.publishEvents, job.method, rowCount, estimatedEnd],
-            { prepare: false },
-          );
+          // A batch whose key range holds no contact and no seed of the account is all adds: the
+          // plain INSERT of insert-batch.sql does exactly what merge-batch.sql would, for less.
+          const [probe] = await tx.unsafe<{ clash: boolean }[]>(clashStatement, [job.accountId, done, hi], { prepare: false });
+          const [r] = probe!.clash
+            ? await tx.unsafe<BatchResult[]>(
+                statement,
+                [job.accountId, job.id, done, hi, job.strategy, job.overwriteBrands, job.restoreDisabled, job.publishEvents, job.method, rowCount, estimatedEnd],
+                { prepare: false },
+              )
+            : await tx.unsafe<BatchResult[]>(insertStatement, [job.accountId, job.id, done, hi, job.publishEvents, job.method, rowCount, estimatedEnd], { prepare: false });
           return { checkpoint: hi, result: r! };
         });
       } catch (e) {
