@@ -1,0 +1,83 @@
+/**
+ * The merge statement's plan cannot turn quadratic when the statistics of `contacts` predate the
+ * importing account (the planner then expects ONE contact for it). With the batch written as plain
+ * joins it materialized all of the account's contacts and filtered them once per staged row; a
+ * 1M-row import did not finish. The plan must probe contacts and seeds through their primary keys
+ * per staged row and update by ctid, with no join filter over a whole account anywhere.
+ */
+import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { join } from 'node:path';
+import { runImport } from '../worker/import/index';
+import { stagingTables } from '../worker/import/staging';
+import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { importRow, stageImport, tempStore, testConfig } from './helpers/file-store';
+import { createAccount, createAttribute, createBrand } from './helpers/fixtures';
+
+let db: TestDatabase;
+let files: Awaited<ReturnType<typeof tempStore>>;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  files = await tempStore();
+});
+afterAll(async () => {
+  await db.drop();
+  await files.remove();
+});
+
+const EXISTING = 3_000;
+
+test('with statistics that predate the account, each staged row is one primary-key probe and updates go by ctid', async () => {
+  const sql = db.sql;
+  const other = await createAccount(sql, 'other');
+  await sql`
+    insert into contacts (account_id, email_md5, email, first_source)
+    select ${other}, md5('o' || n || '@example.com')::uuid, 'o' || n || '@example.com', 'api' from generate_series(1, 20000) n`;
+  await sql`analyze contacts`;
+  await sql`analyze seed_addresses`;
+
+  // Everything of this account arrives after the statistics were taken.
+  const id = await createAccount(sql);
+  await createAttribute(sql, id, 'firstName', 'string');
+  await createBrand(sql, id, 'Alpha');
+  await sql`
+    insert into contacts (account_id, email_md5, email, attributes, first_source)
+    select ${id}, md5('u' || n || '@example.com')::uuid, 'u' || n || '@example.com', '{"firstName":"Old"}', 'api'
+    from generate_series(1, ${EXISTING}) n`;
+  await sql`insert into seed_addresses (account_id, email_md5, email) values (${id}, md5('u7@example.com')::uuid, 'u7@example.com')`;
+
+  // The merge table as the dedupe phase leaves it, and the statement as merge.ts runs it.
+  const importId = crypto.randomUUID();
+  const table = stagingTables(importId).merge;
+  await sql.unsafe(`
+    create unlogged table ${table} as
+    select row_number() over (order by md5) as seq, md5 as email_md5, email, '{"firstName":"New"}'::jsonb as attributes, '{}'::uuid[] as brand_ids
+    from (select md5('u' || n || '@example.com')::uuid as md5, 'u' || n || '@example.com' as email from generate_series(1, ${2 * EXISTING}) n) x`);
+  await sql.unsafe(`alter table ${table} add primary key (seq)`);
+  await sql.unsafe(`analyze ${table}`);
+  const statement = (await Bun.file(join(import.meta.dir, '../sql/merge/merge-batch.sql')).text()).replaceAll(':"merge_table"', table);
+  const plan = await sql.begin(async (tx) => {
+    await tx`set local enable_hashjoin = off`;
+    await tx`set local enable_mergejoin = off`;
+    const rows = await tx.unsafe<{ 'QUERY PLAN': string }[]>(
+      `explain ${statement}`,
+      [id, importId, 0, 2 * EXISTING, 'overwrite', false, false, true, 'api', 2 * EXISTING, new Date()],
+      { prepare: false },
+    );
+    return rows.map((r) => r['QUERY PLAN']).join('\n');
+  });
+  await sql.unsafe(`drop table ${table}`);
+
+  expect(plan).toMatch(/Index Scan using contacts_pkey on contacts c\s*\(.*\n\s*Index Cond: \(\(account_id = '[0-9a-f-]+'::uuid\) AND \(email_md5 = r\.email_md5\)\)/);
+  // Seeds: a probe per row too (a scan of the whole table when it is this tiny, an index probe when not).
+  expect(plan).toMatch(/on seed_addresses s\s*\(.*\n\s*(Index Cond|Filter): \(\(account_id = '[0-9a-f-]+'::uuid\) AND \(email_md5 = r\.email_md5\)\)/);
+  expect(plan).toMatch(/Tid Scan on contacts/);
+  expect(plan).not.toMatch(/Join Filter/);
+
+  // And the real import of that file ends with the counts the semantics demand.
+  const csv = `Email,firstName\n${Array.from({ length: 2 * EXISTING }, (_, i) => `u${i + 1}@example.com,New`).join('\n')}\n`;
+  const stagedId = await stageImport(sql, files.store, id, csv, { columns: ['Email', 'firstName'] });
+  await runImport({ sql, storage: files.store, config: testConfig(1_000) }, id, stagedId);
+  const row = await importRow(sql, id, stagedId);
+  expect(row).toMatchObject({ status: 'success', addedCount: EXISTING, updatedCount: EXISTING - 1, skippedCount: 1 });
+}, 60_000);
