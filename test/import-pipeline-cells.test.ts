@@ -2,7 +2,7 @@
 import { describe, expect, test } from 'bun:test';
 import { isValidEmail } from '../src/contacts/email';
 import { BrandIndex, RowReader, type Column } from '../worker/import/cells';
-import { readBoolean, readNumber, splitList, tooLong, validEmail } from '../worker/import/values';
+import { jsonString, readBoolean, readNumber, splitList, tooLong, validEmail } from '../worker/import/values';
 import { headerMismatch } from '../worker/import/columns';
 
 const ALPHA = '11111111-1111-4111-8111-111111111111';
@@ -78,6 +78,14 @@ describe('cells', () => {
   test('numbers: decimal, signed, exponent; nothing else', () => {
     expect(['1', '-2.5', '+3', '.5', '4.', '1e3', '2E-2', '007'].map(readNumber)).toEqual(['1', '-2.5', '3', '0.5', '4', '1000', '0.02', '7']);
     for (const bad of ['', '-', '.', 'e3', '1e', '1,5', '0x10', 'Infinity', 'NaN', '1e999', '1 2']) expect(readNumber(bad)).toBeUndefined();
+    // The fast path (canonical cells returned as they are) agrees with String(Number(cell)) everywhere.
+    const edge = ['10', '1.05', '1.50', '12.', '-0.5', '-7', '0', '00', '1..2', '1.2.3', '123456789012345', '1234567890.12345', '1234567890123456',
+      '9007199254740993', '999999999999999.9', '1.000000000000001', '-123456789012345', '5e-7', '100000000000000000000000'];
+    for (const cell of edge) expect(readNumber(cell)).toBe(Number.isFinite(Number(cell)) && cell !== '' ? String(Number(cell)) : undefined);
+    for (let i = 0; i < 20_000; i++) {
+      const cell = (Math.random() < 0.3 ? '-' : '') + (Math.random() * 10 ** Math.floor(Math.random() * 18)).toFixed(Math.floor(Math.random() * 6));
+      expect(readNumber(cell)).toBe(String(Number(cell)));
+    }
   });
 
   test('booleans: true/false/yes/no/1/0 in any case', () => {
@@ -97,6 +105,13 @@ describe('cells', () => {
     expect(read(['a@b.co', '', '', '', '', '', ''], r)!.brandIds).toBe(`{${SEMI},${ALPHA}}`);
     expect(read(['a@b.co', '', '', '', '', '', 'Beta'])).toBeUndefined();
     expect(read(['a@b.co', '', '', '', '', '', 'alpha;nobody'])).toBeUndefined();
+  });
+});
+
+describe('jsonString', () => {
+  test('is JSON.stringify for any string', () => {
+    for (const s of ['', 'plain', 'a"b', 'back\\slash', 'tab\there', 'nl\n', '\u0001', 'é ü 中文', '😀', '\ud83d', 'x\ude00y', '\u2028', '\u007f'])
+      expect(jsonString(s)).toBe(JSON.stringify(s));
   });
 });
 

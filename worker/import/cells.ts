@@ -1,5 +1,5 @@
 import type { AttributeType } from '../../src/schema/service';
-import { readBoolean, readNumber, splitList, tooLong, validEmail } from './values';
+import { jsonString, readBoolean, readNumber, splitList, tooLong, validEmail } from './values';
 
 /**
  * One CSV data row → one line of COPY text for the staging table, or undefined when the row is
@@ -82,11 +82,11 @@ export class RowReader {
           email = cell;
           continue;
         case STRING:
-          value = JSON.stringify(cell);
+          value = jsonString(cell);
           break;
         case EMAIL:
           if (!validEmail(cell)) return undefined;
-          value = JSON.stringify(cell);
+          value = jsonString(cell);
           break;
         case NUMBER:
           value = readNumber(cell);
@@ -125,7 +125,7 @@ export class RowReader {
     // COPY text format reads backslash escapes; JSON's own escapes must survive it. JSON has no raw
     // tab or newline, and a valid address has neither backslash nor control characters.
     if (json.indexOf('\\') !== -1) json = json.replaceAll('\\', '\\\\');
-    const brands = brandIds === undefined ? '{}' : `{${brandIds.join(',')}}`;
+    const brands = brandIds === undefined ? '{}' : brandIds.length === 1 ? `{${brandIds[0]!}}` : `{${brandIds.join(',')}}`;
     return `${rowNo}\t${md5}\t${email}\t{${json}}\t${brands}\n`;
   }
 }

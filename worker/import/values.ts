@@ -44,8 +44,43 @@ export function splitList(cell: string): string[] | undefined {
   return out;
 }
 
+/**
+ * `JSON.stringify(s)` for a string: most cells need no escape at all, and a scan is cheaper than the
+ * general serializer (which stays in charge of anything with `"`, `\`, a control character or a
+ * surrogate, lone or paired).
+ */
+export function jsonString(s: string): string {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return JSON.stringify(s);
+  }
+  return `"${s}"`;
+}
+
 /** The JSON text of a decimal number cell (`-1`, `+2.5`, `.5`, `3.`, `1e3`), or undefined. */
 export function readNumber(cell: string): string | undefined {
+  // Already canonical, so `String(Number(cell))` would give it back unchanged: an optional `-`, a
+  // first digit 1-9 (no leading zero, a value >= 1, so never exponent notation below 1e21), at
+  // most 15 digits in all (exactly representable and printed back digit for digit), and a fraction,
+  // if any, that neither is empty nor ends in 0.
+  const n = cell.length;
+  let i = cell.charCodeAt(0) === 0x2d ? 1 : 0;
+  const first = cell.charCodeAt(i);
+  if (first >= 0x31 && first <= 0x39 && n - i <= 16) {
+    let digits = 0;
+    let dot = -1;
+    for (; i < n; i++) {
+      const c = cell.charCodeAt(i);
+      if (isDigit(c)) digits++;
+      else if (c === 0x2e && dot === -1) dot = i;
+      else break;
+    }
+    if (i === n && digits <= 15 && (dot === -1 || (dot < n - 1 && cell.charCodeAt(n - 1) !== 0x30))) return cell;
+  }
+  return readNumberSlow(cell);
+}
+
+function readNumberSlow(cell: string): string | undefined {
   let i = cell.charCodeAt(0) === 0x2b || cell.charCodeAt(0) === 0x2d ? 1 : 0;
   let digits = 0;
   while (i < cell.length && isDigit(cell.charCodeAt(i))) i++, digits++;
