@@ -66,6 +66,8 @@ merged as (
       when cardinality(b.brand_ids) = 0 then b.old_brand_ids
       -- Replaced: overwrite with overwriteBrands, or skip restoring a disabled contact.
       when $5::text = 'skip' or ($5::text = 'overwrite' and $6::bool) then b.brand_ids
+      -- Nothing new among the brands sent (the usual re-import): the existing ones, as they are.
+      when b.brand_ids <@ b.old_brand_ids then b.old_brand_ids
       -- Added: existing brands first, then the new ones in the row's order.
       else b.old_brand_ids || array(
         select x.id from unnest(b.brand_ids) with ordinality as x(id, n)
