@@ -3,8 +3,8 @@
 -- probe of accounts_pkey with a FOR KEY SHARE row lock, per inserted contact and per event).
 --
 -- They guard nothing the writers do not already guarantee:
--- - every writer of these tables (POST/PATCH /v1/contacts, the import merge, the admin tools)
---   acts for an account it has just authenticated or loaded, inside the same transaction;
+-- - every writer of these tables (POST/PATCH /v1/contacts, the import merge) acts for an account
+--   it has authenticated (API key) or loaded (the import row) before it writes;
 -- - accounts are never deleted (suspension is a flag), so the referenced row cannot disappear
 --   under a writer or afterwards, and the FOR KEY SHARE lock each check takes protects nothing.
 -- The other tables keep their keys to accounts: they are written a row at a time, where the check
