@@ -87,7 +87,7 @@ export async function readPhase(p: Pipeline, conn: postgres.ReservedSql<{}>, sto
 
   await sql`
     update contact_imports
-    set malformed_count = ${malformed}, phase = 'dedupe', updated_at = now()
+    set malformed_count = ${malformed}, staged_count = ${sink.rows}, phase = 'dedupe', updated_at = now()
     where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid and status = 'importing' and phase = 'read'`;
   job.phase = 'dedupe';
   p.log('import read', { importId: job.id, rows: rowNo, staged: sink.rows, malformed });

@@ -1,0 +1,57 @@
+/**
+ * A PostgreSQL crash empties UNLOGGED tables. The raw staged rows are unlogged, so a crash between
+ * the end of the read phase and the dedupe commit would leave an empty table behind a committed
+ * `dedupe` phase. The import must notice and read the file again, never merge the empty table as if
+ * the file had no rows.
+ */
+import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { runImport } from '../worker/import/index';
+import { StagingLostError } from '../worker/import/dedupe';
+import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { importRow, stageImport, tempStore, testConfig } from './helpers/file-store';
+import { createAccount, createAttribute } from './helpers/fixtures';
+
+let db: TestDatabase;
+let files: Awaited<ReturnType<typeof tempStore>>;
+beforeAll(async () => {
+  db = await createTestDatabase();
+  files = await tempStore();
+});
+afterAll(async () => {
+  await db.drop();
+  await files.remove();
+});
+
+test('staged rows wiped after the read phase (as by a server crash) are read again; counts are exact', async () => {
+  const accountId = await createAccount(db.sql);
+  await createAttribute(db.sql, accountId, 'firstName', 'string');
+  const csv = 'Email,firstName\na@example.com,A\nb@example.com,B\na@example.com,A2\nnot-an-email,X\nc@example.com,C\n';
+  const id = await stageImport(db.sql, files.store, accountId, csv, { columns: ['Email', 'firstName'] });
+  // Wipes the staging table in the very commit that moves the import to dedupe, once.
+  await db.sql.unsafe(`
+    create table wipe_once (done boolean not null);
+    insert into wipe_once values (false);
+    create function wipe_staging() returns trigger language plpgsql as $$
+    begin
+      if (select not done from wipe_once) then
+        update wipe_once set done = true;
+        execute format('truncate %I', 'import_rows_' || replace(new.id::text, '-', ''));
+      end if;
+      return new;
+    end $$;
+    create trigger wipe_staging after update of phase on contact_imports
+      for each row when (old.phase = 'read' and new.phase = 'dedupe') execute function wipe_staging();`);
+  const deps = { sql: db.sql, storage: files.store, config: testConfig(2) };
+
+  await expect(runImport(deps, accountId, id)).rejects.toBeInstanceOf(StagingLostError);
+  const between = await importRow(db.sql, accountId, id);
+  expect(between).toMatchObject({ status: 'importing' });
+  const [{ phase }] = (await db.sql`select phase from contact_imports where id = ${id}`) as unknown as [{ phase: string }];
+  expect(phase).toBe('read');
+
+  await runImport(deps, accountId, id);
+  const done = await importRow(db.sql, accountId, id);
+  expect(done).toMatchObject({ status: 'success', rowCount: 3, addedCount: 3, malformedCount: 1, duplicateInFileCount: 1 });
+  const names = await db.sql<{ v: string }[]>`select attributes->>'firstName' as v from contacts where account_id = ${accountId} order by email`;
+  expect(names.map((r) => r.v)).toEqual(['A2', 'B', 'C']);
+});
