@@ -1,7 +1,7 @@
 import { loadConfigOrExit } from './config';
 import { connect } from './db';
 import { buildApp } from './app';
-import { errorFields, log, setLogLevel } from './http/log';
+import { errorFields, log, logRequest, setLogLevel } from './http/log';
 import { factsOf } from './http/context';
 import { resolveDatabaseUrl, resolveRedisUrl } from './cli/local/urls';
 import { createStore } from './storage';
@@ -38,7 +38,7 @@ const server = Bun.serve({
     const requestId = facts?.id ?? request.headers.get('x-request-id') ?? crypto.randomUUID();
     response.headers.set('x-request-id', requestId);
     if (path !== '/healthz' && path !== '/readyz') {
-      log('info', 'request', {
+      logRequest({
         requestId,
         method: request.method,
         route: facts?.route ?? (path.startsWith('/uploads/') ? '/uploads/:token' : 'unmatched'),

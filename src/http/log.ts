@@ -11,8 +11,41 @@ export function setLogLevel(level: Level): void {
 export function log(level: Level, msg: string, fields: Record<string, unknown> = {}): void {
   if (RANK[level] < threshold) return;
   const line = JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields });
+  flushRequestLines();
   if (level === 'error' || level === 'warn') console.error(line);
   else console.log(line);
+}
+
+// Request lines waiting for the end of the event-loop turn.
+let pending: string[] = [];
+let flushScheduled = false;
+const MAX_PENDING = 256;
+
+function flushRequestLines(): void {
+  if (pending.length === 0) return;
+  const text = pending.join('\n');
+  pending = [];
+  console.log(text);
+}
+process.on('exit', flushRequestLines);
+
+/**
+ * The API's line per request: the same JSON line as log('info', 'request', fields), but the lines of
+ * one event-loop turn leave in one write. A write per line cost about 10 µs of a request's time at
+ * thousands of requests a second; the lines are out within the same turn of the loop (and before
+ * any other log line, and at exit).
+ */
+export function logRequest(fields: Record<string, unknown>): void {
+  if (RANK.info < threshold) return;
+  pending.push(JSON.stringify({ time: new Date().toISOString(), level: 'info', msg: 'request', ...fields }));
+  if (pending.length >= MAX_PENDING) flushRequestLines();
+  else if (!flushScheduled) {
+    flushScheduled = true;
+    setImmediate(() => {
+      flushScheduled = false;
+      flushRequestLines();
+    });
+  }
 }
 
 export function errorFields(error: unknown): Record<string, unknown> {
