@@ -244,6 +244,36 @@ describe('no single write interleaves with a bulk batch', () => {
     }
   });
 
+  test('a bulk operation recorded while a write waits for a batch refuses the write when the batch ends', async () => {
+    // The one-statement writes (src/contacts/fast-path.ts) check for the operation again after the
+    // lock with a fresh snapshot; the statement's own snapshot, taken before the wait, would miss it.
+    const existing = fresh();
+    await create(t, { email: existing });
+    const writes = [
+      () => t.call('POST', '/v1/contacts', { body: { email: fresh() } }),
+      () => t.call('PATCH', `/v1/contacts/${md5(existing)}`, { body: { attributes: { a1: 'late' } } }),
+    ];
+    for (let round = 0; round < 5; round++) {
+      for (const write of writes) {
+        const batch = holdBatchLock(false);
+        await batch.isLocked;
+        let end: (() => Promise<void>) | undefined;
+        try {
+          const res = write();
+          expect(await pendingAfter(res, 300)).toBe(true);
+          end = await startBulkOperation(t, 'contact-import', 30);
+          await batch.release();
+          expectProblem(await res, 409, 'operation_in_progress');
+        } finally {
+          await batch.release();
+          await end?.();
+        }
+      }
+    }
+    expect((await rowOf(t, existing))!.attributes).toEqual({});
+    expect((await t.db.sql`select 1 from contacts where account_id = ${t.accountId} and attributes->>'a1' = 'late'`).length).toBe(0);
+  });
+
   test('a write in flight holds the batch off until it commits', async () => {
     const email = fresh();
     await create(t, { email });
