@@ -1,25 +1,56 @@
 import { Elysia } from 'elysia';
 import { swagger } from '@elysiajs/swagger';
 import type { Deps } from './deps';
-import { authenticate } from './auth/authenticate';
+import { Authenticator } from './auth/authenticate';
+import { InvalidationListener, type Invalidation } from './auth/cache';
 import { requiredScope } from './auth/scopes';
 import { ApiError } from './errors';
 import { failureLogFields, fromFramework } from './http/framework-errors';
 import { problemResponse } from './http/problem';
 import { readJsonBody } from './http/json-body';
 import './http/formats';
-import { factsOf, startRequest } from './http/context';
+import { confirmedAuthOf, factsOf, isUnconfirmed, startRequest } from './http/context';
 import { errorFields, log } from './http/log';
 import { healthRoutes } from './http/health';
 import { schemaRoutes } from './schema';
 import { brandRoutes } from './brands';
 import { suppressionListRoutes } from './suppressions';
-import { contactRoutes } from './contacts';
+import { contactRoutes, takesKeyClaims } from './contacts';
+import { ContactFastPath } from './contacts/fast-path';
 import { importRoutes } from './imports';
 
 /** Builds the whole HTTP app from the feature modules. Tests call `app.handle(new Request(…))`. */
 export function buildApp(deps: Deps) {
   const { config, sql } = deps;
+  const authenticator = new Authenticator(sql);
+  const fastPath = new ContactFastPath(sql, authenticator.keys);
+  const caches = [authenticator.keys, fastPath.schemas];
+  const listener = new InvalidationListener(
+    sql,
+    (change: Invalidation | undefined) => {
+      if (change?.table === 'api_keys' && change.keyId) authenticator.keys.delete(change.keyId);
+      else if (change?.table === 'accounts' && change.accountId) authenticator.keys.deleteGroup(change.accountId);
+      else if (change?.table === 'schema_attributes' && change.accountId) fastPath.schemas.delete(change.accountId);
+      // A truncate, or a payload this version does not know: drop everything.
+      else for (const cache of caches) cache.clear();
+    },
+    () => {
+      for (const cache of caches) {
+        cache.clear();
+        cache.live = true;
+      }
+    },
+  );
+
+  function errorResponse(error: unknown, request: Request, instance: string, code?: unknown): Response {
+    const mapped = fromFramework(code, error);
+    if (mapped) return problemResponse(mapped, config.docsUrl, instance);
+    const fields = failureLogFields(code, error) ?? errorFields(error);
+    log('error', 'unexpected error', { requestId: factsOf(request)?.id, route: factsOf(request)?.route, ...fields });
+    const hidden = new ApiError('api_error', 'An unexpected error occurred. Quote the request id when reporting it.');
+    return problemResponse(hidden, config.docsUrl, instance);
+  }
+
   return new Elysia()
     .use(
       swagger({
@@ -40,7 +71,17 @@ export function buildApp(deps: Deps) {
       const facts = startRequest(request);
       const path = new URL(request.url).pathname;
       if (path === '/v1' || path.startsWith('/v1/')) {
-        facts.auth = await authenticate(sql, request.headers.get('authorization'), requiredScope(request.method, path));
+        listener.ensureStarted();
+        const header = request.headers.get('authorization');
+        const scope = requiredScope(request.method, path);
+        const claim = scope && takesKeyClaims(request.method, path) ? authenticator.claim(header, scope) : undefined;
+        if (claim) {
+          facts.claim = claim;
+          facts.confirm = () => authenticator.authenticate(header, scope);
+        } else {
+          facts.claim = await authenticator.authenticate(header, scope);
+          facts.auth = facts.claim.auth;
+        }
       }
     })
     .onParse(async ({ request }) => readJsonBody(request, config.bodyLimitBytes))
@@ -48,20 +89,21 @@ export function buildApp(deps: Deps) {
       const facts = factsOf(request);
       if (facts) facts.route = route;
     })
-    .onError(({ code, error, request }) => {
+    .onError(async ({ code, error, request }) => {
       const instance = new URL(request.url).pathname;
-      const mapped = fromFramework(code, error);
-      if (mapped) return problemResponse(mapped, config.docsUrl, instance);
-      const fields = failureLogFields(code, error) ?? errorFields(error);
-      log('error', 'unexpected error', { requestId: factsOf(request)?.id, route: factsOf(request)?.route, ...fields });
-      const hidden = new ApiError('api_error', 'An unexpected error occurred. Quote the request id when reporting it.');
-      return problemResponse(hidden, config.docsUrl, instance);
+      // A request that went ahead on a cached key claim answers nothing but success before the key is
+      // confirmed: a revoked key with a malformed body is still 401, not 400.
+      if (isUnconfirmed(request)) {
+        const refusal = await confirmedAuthOf(request).then(() => undefined, (e: unknown) => e);
+        if (refusal !== undefined) return errorResponse(refusal, request, instance);
+      }
+      return errorResponse(error, request, instance, code);
     })
     .use(healthRoutes(deps))
     .use(schemaRoutes(deps))
     .use(brandRoutes(deps))
     .use(suppressionListRoutes(deps))
-    .use(contactRoutes(deps))
+    .use(contactRoutes(deps, fastPath))
     .use(importRoutes(deps));
 }
 

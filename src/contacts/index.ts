@@ -1,6 +1,6 @@
 import { Elysia, t } from 'elysia';
 import type { Deps } from '../deps';
-import { authOf } from '../http/context';
+import { authOf, claimConfirmed, claimOf, confirmedAuthOf } from '../http/context';
 import { errorResponses } from '../http/openapi';
 import { assertBodyShape } from '../http/body-shape';
 import { addContactBrands, listContactBrands, removeContactBrand } from './brands';
@@ -16,6 +16,18 @@ import {
   PatchContactBody,
 } from './model';
 import { createContact, disableContact, getContact, patchContact } from './service';
+import type { ContactFastPath } from './fast-path';
+
+const ONE_CONTACT = /^\/v1\/contacts\/[^/]+$/;
+
+/**
+ * The routes whose handlers try the one-statement path first (fast-path.ts), and so may start on a
+ * cached key claim: app.ts authenticates every other /v1 request against the database up front.
+ */
+export function takesKeyClaims(method: string, path: string): boolean {
+  if (method === 'POST') return path === '/v1/contacts';
+  return (method === 'GET' || method === 'PATCH') && ONE_CONTACT.test(path);
+}
 
 /**
  * Brand assignment under `/brands` and, identically, under the deprecated `/subscriptions`.
@@ -56,12 +68,18 @@ function brandAssignmentRoutes({ sql }: Deps, segment: 'brands' | 'subscriptions
     );
 }
 
-function contactResourceRoutes({ sql }: Deps) {
+function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath) {
   return new Elysia({ prefix: '/v1/contacts', detail: { tags: ['Contacts'] } })
     .post(
       '',
       async ({ request, body, set }) => {
-        const { created, contact } = await createContact(sql, authOf(request).accountId, body);
+        const added = await fast.create(claimOf(request), body);
+        if (added) {
+          claimConfirmed(request);
+          set.status = 201;
+          return added;
+        }
+        const { created, contact } = await createContact(sql, (await confirmedAuthOf(request)).accountId, body);
         set.status = created ? 201 : 200;
         return contact;
       },
@@ -72,18 +90,40 @@ function contactResourceRoutes({ sql }: Deps) {
         detail: { summary: 'Create a contact, or merge into an existing one', description: '201 when created; 200 when merged or skipped.' },
       },
     )
-    .get('/:emailMd5', ({ request, params }) => getContact(sql, authOf(request).accountId, params.emailMd5), {
-      params: EmailMd5Params,
-      response: { 200: Contact, ...errorResponses(400, 404) },
-      detail: { summary: 'Get a contact' },
-    })
-    .patch('/:emailMd5', ({ request, params, body }) => patchContact(sql, authOf(request).accountId, params.emailMd5, body.attributes), {
-      transform: ({ body }) => assertBodyShape(body, BODY_FIELDS.patch),
-      params: EmailMd5Params,
-      body: PatchContactBody,
-      response: { 200: Contact, ...errorResponses(400, 404, 409) },
-      detail: { summary: 'Update attributes (RFC 7386 merge patch)' },
-    })
+    .get(
+      '/:emailMd5',
+      async ({ request, params }) => {
+        const found = await fast.get(claimOf(request), params.emailMd5);
+        if (found) {
+          claimConfirmed(request);
+          return found;
+        }
+        return getContact(sql, (await confirmedAuthOf(request)).accountId, params.emailMd5);
+      },
+      {
+        params: EmailMd5Params,
+        response: { 200: Contact, ...errorResponses(400, 404) },
+        detail: { summary: 'Get a contact' },
+      },
+    )
+    .patch(
+      '/:emailMd5',
+      async ({ request, params, body }) => {
+        const patched = await fast.patch(claimOf(request), params.emailMd5, body.attributes);
+        if (patched) {
+          claimConfirmed(request);
+          return patched;
+        }
+        return patchContact(sql, (await confirmedAuthOf(request)).accountId, params.emailMd5, body.attributes);
+      },
+      {
+        transform: ({ body }) => assertBodyShape(body, BODY_FIELDS.patch),
+        params: EmailMd5Params,
+        body: PatchContactBody,
+        response: { 200: Contact, ...errorResponses(400, 404, 409) },
+        detail: { summary: 'Update attributes (RFC 7386 merge patch)' },
+      },
+    )
     .post('/:emailMd5/disable', ({ request, params }) => disableContact(sql, authOf(request).accountId, params.emailMd5), {
       transform: ({ body }) => assertBodyShape(body, BODY_FIELDS.disable, true),
       params: EmailMd5Params,
@@ -93,9 +133,9 @@ function contactResourceRoutes({ sql }: Deps) {
     });
 }
 
-export function contactRoutes(deps: Deps) {
+export function contactRoutes(deps: Deps, fast: ContactFastPath) {
   return new Elysia()
-    .use(contactResourceRoutes(deps))
+    .use(contactResourceRoutes(deps, fast))
     .use(brandAssignmentRoutes(deps, 'brands'))
     .use(brandAssignmentRoutes(deps, 'subscriptions'));
 }

@@ -14,14 +14,40 @@ export const PREDEFINED: readonly SchemaAttribute[] = [
   { name: 'Brand', type: 'array' },
 ];
 
+interface AttributeRow {
+  name: string;
+  type: AttributeType;
+  description: string | null;
+}
+
+const toAttribute = (r: AttributeRow): SchemaAttribute => ({ name: r.name, type: r.type, ...(r.description !== null && { description: r.description }) });
+
 /** Custom attributes in creation order. */
 export async function customAttributes(sql: Sql, accountId: string): Promise<SchemaAttribute[]> {
-  const rows = await sql<{ name: string; type: AttributeType; description: string | null }[]>`
+  const rows = await sql<AttributeRow[]>`
     select name, type, description from schema_attributes where account_id = ${accountId} order by position`;
-  return rows.map((r) => ({ name: r.name, type: r.type, ...(r.description !== null && { description: r.description }) }));
+  return rows.map(toAttribute);
 }
 
 /** The schema in schema order: Email, Brand, then custom attributes as created. */
 export async function getSchema(sql: Sql, accountId: string): Promise<SchemaAttribute[]> {
   return [...PREDEFINED, ...(await customAttributes(sql, accountId))];
+}
+
+export interface VersionedAttributes {
+  /** cache_versions.schema of the account (sql/migrations/0004_cache_invalidation.sql). */
+  version: number;
+  attributes: SchemaAttribute[];
+}
+
+/**
+ * Custom attributes and the schema version they are at, read in one snapshot: a statement that
+ * later finds the same version knows these are still the account's attributes.
+ */
+export async function versionedAttributes(sql: Sql, accountId: string): Promise<VersionedAttributes> {
+  const [row] = await sql<{ version: number; attributes: AttributeRow[] }[]>`
+    select coalesce((select schema from cache_versions where account_id = ${accountId}), 0) as version,
+           (select coalesce(json_agg(json_build_object('name', s.name, 'type', s.type, 'description', s.description) order by s.position), '[]'::json)
+            from schema_attributes s where s.account_id = ${accountId}) as attributes`;
+  return { version: row!.version, attributes: row!.attributes.map(toAttribute) };
 }

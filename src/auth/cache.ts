@@ -1,0 +1,131 @@
+import type { Sql } from '../db';
+import { errorFields, log } from '../http/log';
+
+/**
+ * In-process caches of rows that almost never change (API key rows, account schemas), kept fresh by
+ * PostgreSQL notifications and never trusted on their own.
+ *
+ * Why a notification cannot be enough: NOTIFY is delivered after commit, asynchronously. A client
+ * that revokes a key (COMMIT returned) and then calls the API can reach the API before the
+ * notification does (test/cache.test.ts catches a cache that trusts itself within a few rounds), so
+ * a cache that answered on its own would let that call through. No amount of listening closes that
+ * race for sequential clients.
+ *
+ * So a cached entry carries the account's counter from cache_versions (sql/migrations/
+ * 0004_cache_invalidation.sql) read in the same snapshot as the entry; every change of the account,
+ * of one of its keys or of its schema moves that counter in the changing transaction. A request
+ * served from the cache does its work in one statement that reads the counter again and does
+ * nothing unless it is unchanged (src/contacts/fast-path.ts). That statement's snapshot is taken
+ * after the request arrived, hence after any change the client committed before sending it, so the
+ * change is seen: the request then falls back to the uncached path, which reads the rows afresh and
+ * answers 401/403 or validates against the new schema. The cache is never used to refuse: a key it
+ * does not vouch for goes through the full check. Notifications only make the fallback rare: a
+ * changed entry is dropped within milliseconds of the commit, not at the end of its TTL.
+ *
+ * Listening: every time the listener (re)connects every cache is cleared (notifications may have
+ * been missed while it was away), and nothing is cached before the first LISTEN succeeded. Entries
+ * expire after CACHE_TTL_MS whatever happens, a backstop for a listener that died for good
+ * (postgres.js re-listens once after a lost connection and gives up silently if that fails).
+ */
+export const INVALIDATION_CHANNEL = 'cache_invalidation';
+export const CACHE_TTL_MS = 30_000;
+const MAX_ENTRIES = 10_000;
+const RETRY_LISTEN_MS = 5_000;
+
+/** A map whose entries expire, can be dropped by key or by group, and refuse stale fills. */
+export class LiveCache<V> {
+  private readonly entries = new Map<string, { value: V; group: string; expires: number }>();
+  private generation = 0;
+  /** False until the invalidation listener is up: nothing is stored or served before. */
+  live = false;
+
+  constructor(private readonly ttlMs = CACHE_TTL_MS) {}
+
+  /**
+   * Take this before reading what will be stored and hand it to set(): a fill whose read started
+   * before an invalidation is discarded, since it may carry the value the invalidation was about.
+   */
+  get epoch(): number {
+    return this.generation;
+  }
+
+  get(key: string): V | undefined {
+    if (!this.live) return undefined;
+    const entry = this.entries.get(key);
+    if (!entry) return undefined;
+    if (entry.expires > Date.now()) return entry.value;
+    this.entries.delete(key);
+    return undefined;
+  }
+
+  set(key: string, value: V, epoch: number, group = key): void {
+    if (!this.live || epoch !== this.generation) return;
+    this.entries.delete(key);
+    // Oldest first: Map iteration follows insertion order.
+    if (this.entries.size >= MAX_ENTRIES) this.entries.delete(this.entries.keys().next().value!);
+    this.entries.set(key, { value, group, expires: Date.now() + this.ttlMs });
+  }
+
+  delete(key: string): void {
+    this.generation++;
+    this.entries.delete(key);
+  }
+
+  deleteGroup(group: string): void {
+    this.generation++;
+    for (const [key, entry] of this.entries) if (entry.group === group) this.entries.delete(key);
+  }
+
+  clear(): void {
+    this.generation++;
+    this.entries.clear();
+  }
+}
+
+export interface Invalidation {
+  table: string;
+  accountId?: string;
+  keyId?: string;
+}
+
+/**
+ * LISTENs on the invalidation channel (one extra connection per postgres.js instance) and hands
+ * each notification to `onChange`; `onReset` runs on every (re)connect. Started on first use, so an
+ * app that never authenticates never opens the connection; a failed start is retried on a later use.
+ */
+export class InvalidationListener {
+  private state: 'idle' | 'starting' | 'listening' = 'idle';
+  private retryAt = 0;
+
+  constructor(
+    private readonly sql: Sql,
+    private readonly onChange: (change: Invalidation | undefined) => void,
+    private readonly onReset: () => void,
+  ) {}
+
+  ensureStarted(): void {
+    if (this.state !== 'idle' || Date.now() < this.retryAt) return;
+    // Tests pass stand-ins for an unreachable database that have no listen().
+    if (typeof this.sql.listen !== 'function') return;
+    this.state = 'starting';
+    this.sql
+      .listen(INVALIDATION_CHANNEL, (payload) => this.onChange(parse(payload)), () => {
+        this.onReset();
+        this.state = 'listening';
+      })
+      .catch((error: unknown) => {
+        this.state = 'idle';
+        this.retryAt = Date.now() + RETRY_LISTEN_MS;
+        log('warn', 'cache invalidation listener failed; caches stay off', errorFields(error));
+      });
+  }
+}
+
+function parse(payload: string): Invalidation | undefined {
+  try {
+    const value = JSON.parse(payload) as Invalidation;
+    return typeof value?.table === 'string' ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}

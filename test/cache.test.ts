@@ -1,0 +1,243 @@
+// The in-process key and schema caches (src/auth/cache.ts) and the one-statement contact paths
+// (src/contacts/fast-path.ts): a change committed before a request is always seen, notifications
+// keep the caches fresh, and GET, POST and PATCH cost one statement once the caches are warm.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { buildApp } from '../src/app';
+import { LiveCache } from '../src/auth/cache';
+import { connect, type Sql } from '../src/db';
+import { expectProblem, testApp, type Call, type TestApp } from './helpers/app';
+import { createAccount, createAttribute, createKey } from './helpers/fixtures';
+import { md5 } from './contacts-support';
+
+let t: TestApp;
+/** Statements the counted app sent, in order. */
+let statements: string[] = [];
+let counted: Sql;
+let app: ReturnType<typeof buildApp>;
+let n = 0;
+
+beforeAll(async () => {
+  t = await testApp();
+  counted = connect(t.db.url, 10, (_connection, query) => statements.push(query));
+  app = buildApp({ ...t.deps, sql: counted });
+  await createAttribute(t.db.sql, t.accountId, 'city', 'string');
+});
+afterAll(async () => {
+  await counted.end({ timeout: 2 });
+  await t.close();
+});
+
+const fresh = () => `cache.${++n}@example.com`;
+
+/** Calls the counted app; `sent` is what it sent to the database for this request. */
+async function call(method: string, path: string, key: string, body?: unknown): Promise<Call & { sent: string[] }> {
+  statements = [];
+  const headers: Record<string, string> = { authorization: `Bearer ${key}` };
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  const res = await app.handle(new Request(`http://localhost${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) }));
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined, sent: statements };
+}
+
+/** Repeats a GET until it is answered in one statement: the key and the schema are cached. */
+async function warm(key: string, path: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const res = await call('GET', path, key);
+    if (res.status === 200 && res.sent.length === 1) return;
+    await Bun.sleep(20);
+  }
+  throw new Error('the caches did not warm up within 2 s');
+}
+
+async function until(check: () => Promise<boolean>, what: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    if (await check()) return;
+    await Bun.sleep(20);
+  }
+  throw new Error(`${what} did not happen within 2 s`);
+}
+
+async function newContact(key: string): Promise<string> {
+  const email = fresh();
+  const res = await call('POST', '/v1/contacts', key, { email });
+  expect(res.status).toBe(201);
+  return md5(email);
+}
+
+const uuidOfKey = (key: string) => {
+  const hex = /^ck_([0-9a-f]{32})_/.exec(key)![1]!;
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+};
+
+describe('round trips once the caches are warm', () => {
+  test('GET, POST of a new email and PATCH are one statement each', async () => {
+    const key = await createKey(t.db.sql, t.accountId);
+    const contact = await newContact(key);
+    await warm(key, `/v1/contacts/${contact}`);
+    expect((await call('GET', `/v1/contacts/${contact}`, key)).sent).toHaveLength(1);
+    const posted = await call('POST', '/v1/contacts', key, { email: fresh(), attributes: { city: 'Oslo' } });
+    expect(posted.status).toBe(201);
+    expect(posted.sent).toHaveLength(1);
+    const patched = await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { city: 'Rome' } });
+    expect(patched.status).toBe(200);
+    expect(patched.body.attributes).toEqual({ city: 'Rome' });
+    expect(patched.sent).toHaveLength(1);
+  });
+
+  test('a cold request authenticates first, then still writes in one statement', async () => {
+    const key = await createKey(t.db.sql, t.accountId);
+    const res = await call('POST', '/v1/contacts', key, { email: fresh() });
+    expect(res.status).toBe(201);
+    expect(res.sent).toHaveLength(2);
+    expect(res.sent[0]).toContain('from api_keys');
+  });
+});
+
+describe('a change committed before a request is always seen (50 times each, caches warm every time)', () => {
+  const ROUNDS = 50;
+
+  test('a key revoked by SQL is 401 at once, on GET, POST and PATCH', async () => {
+    for (let i = 0; i < ROUNDS; i++) {
+      const key = await createKey(t.db.sql, t.accountId);
+      const contact = await newContact(key);
+      await warm(key, `/v1/contacts/${contact}`);
+      await t.db.sql`update api_keys set revoked_at = now() where id = ${uuidOfKey(key)}`;
+      const [get, post, patch] = [
+        await call('GET', `/v1/contacts/${contact}`, key),
+        await call('POST', '/v1/contacts', key, { email: fresh() }),
+        await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { city: 'x' } }),
+      ];
+      for (const res of [get, post, patch]) expectProblem(res, 401, 'authentication_error');
+    }
+    expect((await t.db.sql`select 1 from contacts where account_id = ${t.accountId} and attributes->>'city' = 'x'`).length).toBe(0);
+  });
+
+  test('a key revoked by SQL is 401 at once even when the request is malformed (401 before 400)', async () => {
+    for (let i = 0; i < ROUNDS; i++) {
+      const key = await createKey(t.db.sql, t.accountId);
+      const contact = await newContact(key);
+      await warm(key, `/v1/contacts/${contact}`);
+      await t.db.sql`update api_keys set revoked_at = now() where id = ${uuidOfKey(key)}`;
+      expectProblem(await call('POST', '/v1/contacts', key, { email: 'not an email' }), 401, 'authentication_error');
+      expectProblem(await call('GET', '/v1/contacts/not-an-md5', key), 401, 'authentication_error');
+      expectProblem(await call('PATCH', `/v1/contacts/${md5('nobody@example.com')}`, key, { attributes: {} }), 401, 'authentication_error');
+    }
+  });
+
+  test('a key whose account is suspended by SQL is 403 at once', async () => {
+    for (let i = 0; i < ROUNDS; i++) {
+      const account = await createAccount(t.db.sql, `Suspended ${i}`);
+      const key = await createKey(t.db.sql, account);
+      const contact = await newContact(key);
+      await warm(key, `/v1/contacts/${contact}`);
+      await t.db.sql`update accounts set suspended_at = now() where id = ${account}`;
+      expectProblem(await call('GET', `/v1/contacts/${contact}`, key), 403, 'permission_error');
+      expectProblem(await call('POST', '/v1/contacts', key, { email: fresh() }), 403, 'permission_error');
+      expectProblem(await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: {} }), 403, 'permission_error');
+    }
+  });
+
+  test('a scope removed by SQL is 403 at once; a secret changed by SQL is 401 at once', async () => {
+    for (let i = 0; i < ROUNDS; i++) {
+      const key = await createKey(t.db.sql, t.accountId);
+      const contact = await newContact(key);
+      await warm(key, `/v1/contacts/${contact}`);
+      await t.db.sql`update api_keys set scopes = array['contacts:write'] where id = ${uuidOfKey(key)}`;
+      expectProblem(await call('GET', `/v1/contacts/${contact}`, key), 403, 'permission_error');
+      expect((await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { city: 'ok' } })).status).toBe(200);
+      await t.db.sql`update api_keys set secret_sha256 = sha256('other') where id = ${uuidOfKey(key)}`;
+      expectProblem(await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { city: 'no' } }), 401, 'authentication_error');
+    }
+  });
+
+  test('an attribute added by SQL is writable at once; one removed is refused at once', async () => {
+    const key = await createKey(t.db.sql, t.accountId);
+    const contact = await newContact(key);
+    for (let i = 0; i < ROUNDS; i++) {
+      await warm(key, `/v1/contacts/${contact}`);
+      const name = `added_${i}`;
+      await createAttribute(t.db.sql, t.accountId, name, 'number');
+      const posted = await call('POST', '/v1/contacts', key, { email: fresh(), attributes: { [name]: '7' } });
+      expect(posted.status).toBe(201);
+      expect(posted.body.attributes[name]).toBe(7);
+      const patched = await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { [name]: i } });
+      expect(patched.status).toBe(200);
+      expect(patched.body.attributes[name]).toBe(i);
+      await t.db.sql`delete from schema_attributes where account_id = ${t.accountId} and name = ${name}`;
+      expectProblem(await call('POST', '/v1/contacts', key, { email: fresh(), attributes: { [name]: 1 } }), 400, 'invalid_request_error');
+      expectProblem(await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { [name]: 1 } }), 400, 'invalid_request_error');
+    }
+  });
+
+  test('an attribute whose type is changed by SQL is read as the new type at once; GET renders the new schema', async () => {
+    const key = await createKey(t.db.sql, t.accountId);
+    await createAttribute(t.db.sql, t.accountId, 'flip', 'string');
+    const contact = await newContact(key);
+    for (let i = 0; i < ROUNDS; i++) {
+      await warm(key, `/v1/contacts/${contact}`);
+      const type = i % 2 ? 'string' : 'email';
+      await t.db.sql`update schema_attributes set type = ${type} where account_id = ${t.accountId} and name = 'flip'`;
+      const res = await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { flip: 'a@b.example' } });
+      expect(res.status).toBe(200);
+      // Email-type attributes come with derived keys; text attributes do not.
+      expect('flip:domain' in res.body.attributes).toBe(type === 'email');
+      expect('flip:domain' in (await call('GET', `/v1/contacts/${contact}`, key)).body.attributes).toBe(type === 'email');
+    }
+  });
+});
+
+describe('notifications keep the caches fresh', () => {
+  /** The backend that LISTENs for the counted app. */
+  const listenerPid = async () =>
+    (await t.db.sql<{ pid: number }[]>`
+      select pid from pg_stat_activity where datname = current_database() and query ilike 'listen%cache_invalidation%'`)[0]?.pid;
+
+  test('a revoked key is dropped from the cache without waiting for its TTL', async () => {
+    const key = await createKey(t.db.sql, t.accountId);
+    const contact = await newContact(key);
+    await warm(key, `/v1/contacts/${contact}`);
+    await t.db.sql`update api_keys set revoked_at = now() where id = ${uuidOfKey(key)}`;
+    // Once the notification is in, the refusal costs only the key lookup: the cache no longer
+    // vouches for the key, so no one-statement attempt is made first.
+    await until(async () => {
+      const res = await call('GET', `/v1/contacts/${contact}`, key);
+      expectProblem(res, 401, 'authentication_error');
+      return res.sent.length === 1 && res.sent[0]!.includes('from api_keys');
+    }, 'the invalidation');
+  });
+
+  test('after the listener reconnects the caches start empty', async () => {
+    const key = await createKey(t.db.sql, t.accountId);
+    const contact = await newContact(key);
+    await warm(key, `/v1/contacts/${contact}`);
+    const before = await listenerPid();
+    expect(before).toBeDefined();
+    await t.db.sql`select pg_terminate_backend(${before!})`;
+    await until(async () => {
+      const now = await listenerPid();
+      return now !== undefined && now !== before;
+    }, 'the listener reconnect');
+    await until(async () => (await call('GET', `/v1/contacts/${contact}`, key)).sent.some((q) => q.includes('from api_keys')), 'a full authentication');
+  });
+});
+
+describe('LiveCache', () => {
+  test('serves nothing until live; entries expire; stale fills are discarded; groups drop together', async () => {
+    const cache = new LiveCache<number>(50);
+    cache.set('a', 1, cache.epoch);
+    expect(cache.get('a')).toBeUndefined();
+    cache.live = true;
+    cache.set('a', 1, cache.epoch, 'g');
+    cache.set('b', 2, cache.epoch, 'g');
+    cache.set('c', 3, cache.epoch, 'h');
+    expect([cache.get('a'), cache.get('b'), cache.get('c')]).toEqual([1, 2, 3]);
+    cache.deleteGroup('g');
+    expect([cache.get('a'), cache.get('b'), cache.get('c')]).toEqual([undefined, undefined, 3]);
+    const epoch = cache.epoch;
+    cache.delete('unrelated');
+    cache.set('d', 4, epoch);
+    expect(cache.get('d')).toBeUndefined();
+    await Bun.sleep(60);
+    expect(cache.get('c')).toBeUndefined();
+  });
+});
