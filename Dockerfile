@@ -9,7 +9,8 @@
 FROM node:20.19-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
-RUN npm ci --omit=dev --ignore-scripts
+# npm install (which follows the lockfile) rather than npm ci: see README, "Quick start".
+RUN npm install --omit=dev --ignore-scripts --no-audit --no-fund
 
 FROM oven/bun:1.4.5-slim AS runtime
 WORKDIR /app
