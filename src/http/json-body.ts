@@ -2,8 +2,8 @@ import { invalidRequest } from '../errors';
 
 /**
  * Reads a JSON request body with a size limit. Bun's own limit is raised for 5 GB uploads, so JSON
- * bodies are bounded here, streaming, whether or not Content-Length is sent (a chunked request has
- * none, and must not slip past the limit).
+ * bodies are bounded here whether or not Content-Length is sent: a chunked request has none and is
+ * read streaming, so that it cannot slip past the limit.
  */
 export async function readJsonBody(request: Request, limitBytes: number): Promise<unknown> {
   const type = request.headers.get('content-type') ?? '';
@@ -15,6 +15,15 @@ export async function readJsonBody(request: Request, limitBytes: number): Promis
   }
   if (!isJson(type)) throw notJson();
   if (declared !== undefined && declared > limitBytes) throw tooLarge(limitBytes);
+  // With a Content-Length and no Transfer-Encoding the body is framed by that length, so it cannot
+  // pass the limit checked above: read it natively (streaming it through JS cost a POST about a tenth
+  // of its CPU). The size is checked again for requests built in-process, where the header frames
+  // nothing.
+  if (declared !== undefined && Number.isSafeInteger(declared) && declared >= 0 && !request.headers.has('transfer-encoding')) {
+    const bytes = new Uint8Array(await request.arrayBuffer());
+    if (bytes.byteLength > limitBytes) throw tooLarge(limitBytes);
+    return parseJson(bytes);
+  }
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of request.body as unknown as AsyncIterable<Uint8Array>) {
@@ -22,8 +31,12 @@ export async function readJsonBody(request: Request, limitBytes: number): Promis
     if (size > limitBytes) throw tooLarge(limitBytes);
     chunks.push(chunk);
   }
-  if (size === 0) return undefined;
-  const text = new TextDecoder('utf-8', { fatal: false }).decode(Buffer.concat(chunks));
+  return parseJson(Buffer.concat(chunks));
+}
+
+function parseJson(bytes: Uint8Array): unknown {
+  if (bytes.byteLength === 0) return undefined;
+  const text = new TextDecoder('utf-8', { fatal: false }).decode(bytes);
   try {
     return JSON.parse(text);
   } catch {
