@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** Keys are `ck_<32 hex of the key id>_<secret>`; the secret is 32 random bytes, base64url. */
 const KEY_PATTERN = /^ck_([0-9a-f]{32})_([A-Za-z0-9_-]{20,128})$/;
@@ -18,11 +18,13 @@ export function parseKey(key: string): { id: string; secret: string } | undefine
 }
 
 export function sha256(text: string): Buffer {
-  return createHash('sha256').update(text).digest();
+  return Buffer.from(Bun.SHA256.hash(text) as Uint8Array);
 }
 
 /** Constant-time comparison of the presented secret's hash with the stored one. */
 export function secretMatches(secret: string, storedSha256: Buffer): boolean {
-  const presented = sha256(secret);
+  // Bun's one-shot hasher (the digest of the UTF-8 bytes, like createHash) in a quarter of the time:
+  // every request hashes the presented secret.
+  const presented = Bun.SHA256.hash(secret) as Uint8Array;
   return storedSha256.length === presented.length && timingSafeEqual(presented, storedSha256);
 }

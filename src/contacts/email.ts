@@ -49,11 +49,12 @@ export const DERIVED_SUB_KEYS = ['md5', 'sha256', 'sha512', 'domain'] as const;
  */
 export function derivedOf(name: string, address: string): Record<string, string> {
   const lower = normaliseEmail(address);
-  const hex = (algorithm: string) => createHash(algorithm).update(lower).digest('hex');
+  // Bun's one-shot hashers: the same digests of the UTF-8 bytes as node:crypto's createHash, at less
+  // than half the cost (every GET of a contact with an email attribute computes three).
   return {
-    [`${name}:md5`]: hex('md5'),
-    [`${name}:sha256`]: hex('sha256'),
-    [`${name}:sha512`]: hex('sha512'),
+    [`${name}:md5`]: Bun.MD5.hash(lower, 'hex'),
+    [`${name}:sha256`]: Bun.SHA256.hash(lower, 'hex'),
+    [`${name}:sha512`]: Bun.SHA512.hash(lower, 'hex'),
     [`${name}:domain`]: lower.slice(lower.lastIndexOf('@') + 1),
   };
 }
