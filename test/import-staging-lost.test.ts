@@ -55,3 +55,45 @@ test('staged rows wiped after the read phase (as by a server crash) are read aga
   const names = await db.sql<{ v: string }[]>`select attributes->>'firstName' as v from contacts where account_id = ${accountId} order by email`;
   expect(names.map((r) => r.v)).toEqual(['A2', 'B', 'C']);
 });
+
+test('staging wiped in the middle of the merge (as by a server crash): read again, the plan rebuilt, the merge goes on from its checkpoint with exact counts', async () => {
+  const accountId = await createAccount(db.sql);
+  await createAttribute(db.sql, accountId, 'firstName', 'string');
+  // e03 exists already: it is updated in whichever batch its md5 falls, before or after the wipe.
+  await db.sql`
+    insert into contacts (account_id, email_md5, email, attributes, first_source)
+    values (${accountId}, md5('e03@example.com')::uuid, 'e03@example.com', '{"firstName":"Old"}', 'api')`;
+  const emails = Array.from({ length: 10 }, (_, i) => `e${String(i).padStart(2, '0')}@example.com`);
+  const csv = `Email,firstName\n${emails.map((e) => `${e},First`).join('\n')}\ne05@example.com,Last\nbad,X\n`;
+  const id = await stageImport(db.sql, files.store, accountId, csv, { columns: ['Email', 'firstName'] });
+  // The second batch's commit fails once: the worker stops with the first batch merged.
+  await db.sql.unsafe(`
+    create sequence fail_once; -- not transactional: the rollback of the failing batch keeps it moved
+    create function fail_second_batch() returns trigger language plpgsql as $$
+    begin
+      if new.checkpoint = 6 and nextval('fail_once') = 1 then
+        raise exception 'worker killed' using errcode = '57P01';
+      end if;
+      return new;
+    end $$;
+    create trigger fail_second_batch before update of checkpoint on contact_imports
+      for each row execute function fail_second_batch();`);
+  const deps = { sql: db.sql, storage: files.store, config: testConfig(3) };
+  await expect(runImport(deps, accountId, id)).rejects.toThrow();
+  const between = await importRow(db.sql, accountId, id);
+  expect(between).toMatchObject({ status: 'importing', rowCount: 10 });
+  const hex = id.replaceAll('-', '');
+  // What a PostgreSQL crash does to unlogged tables: empty, still there.
+  await db.sql.unsafe(`truncate import_merge_${hex}`);
+
+  await runImport(deps, accountId, id);
+  const done = await importRow(db.sql, accountId, id);
+  expect(done).toMatchObject({ status: 'success', rowCount: 10, addedCount: 9, updatedCount: 1, skippedCount: 0, malformedCount: 1, duplicateInFileCount: 1 });
+  const rows = await db.sql<{ email: string; v: string }[]>`
+    select email, attributes->>'firstName' as v from contacts where account_id = ${accountId} order by email`;
+  expect(rows.map((r) => r.email)).toEqual(emails);
+  expect(rows.find((r) => r.email === 'e05@example.com')?.v).toBe('Last');
+  expect(rows.every((r) => r.v === (r.email === 'e05@example.com' ? 'Last' : 'First'))).toBe(true);
+  const [{ n }] = (await db.sql`select count(*)::int as n from pg_class where relname like ${`import_%_${hex}`}`) as unknown as [{ n: number }];
+  expect(n).toBe(0);
+});

@@ -1,7 +1,7 @@
 import type { Config } from '../../src/config';
 import type { Sql } from '../../src/db';
 import type { ObjectStore } from '../../src/storage/store';
-import { dedupePhase } from './dedupe';
+import { dedupePhase, ensureStaged } from './dedupe';
 import { cleanup, finishPhase } from './finish';
 import { mergePhase } from './merge';
 import { readPhase } from './read';
@@ -56,6 +56,7 @@ export async function runImport(deps: ImportDeps, accountId: string, importId: s
       if (job.status === 'success' || job.status === 'failed') return await cleanup(sql, storage, job, log);
       const p: Pipeline = { sql, job, batchSize: deps.config.importBatchSize, log };
       try {
+        if (job.phase === 'merge') await ensureStaged(p); // may send it back to read
         if (job.status === 'uploaded' || job.phase === null || job.phase === 'read') await readPhase(p, conn, storage);
         if (job.phase === 'dedupe') await dedupePhase(p);
         if (job.phase === 'merge' && !(await mergePhase(p))) return;

@@ -28,7 +28,9 @@ export async function readPhase(p: Pipeline, conn: postgres.ReservedSql<{}>, sto
   const { sql, job } = p;
   await sql`
     update contact_imports
-    set status = 'importing', phase = 'read', percent_complete = 0,
+    set status = 'importing', phase = 'read',
+        -- Kept when the rows are read again for a merge under way (see ensureStaged in dedupe.ts).
+        percent_complete = case when row_count is null then 0 else percent_complete end,
         started_at = coalesce(started_at, now()), attempts = attempts + 1, updated_at = now()
     where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid and status in ('uploaded', 'importing')`;
   const etag = await pinEtag(p, store);

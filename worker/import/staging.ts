@@ -2,12 +2,20 @@ import type { Sql } from '../../src/db';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
+/** Names of one import's staging tables, both UNLOGGED. */
+export interface StagingTables {
+  /** What the read phase COPYs validated rows into (rowsTableDdl). */
+  rows: string;
+  /** What the dedupe phase writes: `seq` (1…rowCount, email_md5 order), email_md5, email, attributes, brand_ids. */
+  merge: string;
+}
+
 /**
- * The two per-import staging tables. Names are built from the import id alone (checked to be a
+ * The per-import staging relations. Names are built from the import id alone (checked to be a
  * uuid, so only hex digits reach the SQL text), which makes every step that creates or drops them
  * idempotent across restarts and workers.
  */
-export function stagingTables(importId: string): { rows: string; merge: string } {
+export function stagingTables(importId: string): StagingTables {
   if (!UUID.test(importId)) throw new Error(`import id ${importId} is not a uuid`);
   const hex = importId.replaceAll('-', '').toLowerCase();
   return { rows: `import_rows_${hex}`, merge: `import_merge_${hex}` };
