@@ -14,6 +14,8 @@ export interface Config {
   readonly databasePoolSize: number;
   readonly storage: StorageConfig;
   readonly importBatchSize: number;
+  /** Merge batches of one import in flight at once, each on its own PostgreSQL backend. */
+  readonly importMergeConcurrency: number;
   /** Imports one worker process runs at once. */
   readonly workerConcurrency: number;
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
@@ -94,6 +96,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 500),
     storage: Object.freeze(storage),
     importBatchSize: int(env, 'IMPORT_BATCH_SIZE', 100_000, 1, 1_000_000),
+    importMergeConcurrency: int(env, 'IMPORT_MERGE_CONCURRENCY', 2, 1, 8),
     workerConcurrency: int(env, 'WORKER_CONCURRENCY', 1, 1, 64),
     logLevel,
   });

@@ -1,5 +1,5 @@
 -- The fast path of one merge batch (merge-batch.sql is the general one): used
--- when, under the account's exclusive lock, neither a contact nor a seed of the account has an
+-- when, with single writes drained and refused, neither a contact nor a seed of the account has an
 -- email_md5 within the batch's range [md5 of seq $3 + 1, md5 of seq $4] (seq follows email_md5
 -- order, so a batch is one narrow key range; see worker/import/merge.ts). Then every row of the
 -- batch is an `add` under every strategy, exactly what merge-batch.sql would decide, and the
@@ -8,8 +8,11 @@
 --
 -- Events: all of an added contact's brands, in the row's order, as merge-batch.sql writes them.
 --
+-- Returns the batch's counts; advance.sql then moves the checkpoint. `rows` is how many staged rows
+-- the batch read: fewer than $4 - $3 means the (unlogged) staging lost rows in a crash.
+--
 -- $1 account id   $2 import id   $3 last seq already merged (checkpoint)   $4 last seq of this batch
--- $5 publish events   $6 import method (api | manual)   $7 row count   $8 estimated end of the merge
+-- $5 publish events   $6 import method (api | manual)
 with inserted as (
   insert into contacts (account_id, email_md5, email, attributes, brand_ids,
                         first_source, first_import_id, first_import_method)
@@ -26,22 +29,10 @@ events as (
   cross join lateral unnest(r.brand_ids) as x(id)
   where $5::bool and r.seq > $3::int8 and r.seq <= $4::int8
   returning 1
-),
-
-estimate as (
-  update bulk_operations set estimated_end = $8::timestamptz
-  where account_id = $1::uuid and id = $2::uuid
 )
 
-update contact_imports
-set checkpoint       = $4::int8,
-    added_count      = added_count + (select count(*) from inserted),
-    updated_count    = coalesce(updated_count, 0),
-    skipped_count    = coalesce(skipped_count, 0),
-    percent_complete = (100 * $4::int8 / greatest($7::int8, 1))::int4,
-    updated_at       = now()
-where account_id = $1::uuid and id = $2::uuid
-returning percent_complete as "percentComplete",
-          (select count(*) from inserted)::int8 as added,
-          0::int8 as updated,
-          (select count(*) from events)::int8 as events
+select (select count(*) from inserted)::int8 as rows,
+       (select count(*) from inserted)::int8 as added,
+       0::int8 as updated,
+       0::int8 as skipped,
+       (select count(*) from events)::int8 as events

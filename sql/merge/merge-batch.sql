@@ -1,19 +1,21 @@
 -- One merge batch of a contact import: the deduplicated staged rows with seq in ($3, $4] applied to
 -- the account's contacts with exactly the semantics of a POST /v1/contacts row (spec, rules 3-6),
--- the brand-subscribe events written, and the import's checkpoint and counters advanced. It is one
--- statement inside the batch's transaction, so the writes, the events and the checkpoint commit
--- together: a batch is applied exactly once however often the worker dies and restarts.
+-- the brand-subscribe events written, and the batch's counts returned. advance.sql then moves the
+-- import's checkpoint and counters in the same transaction, so the writes, the events and the
+-- checkpoint commit together: a batch is applied exactly once however often the worker dies.
 --
--- The caller holds the account's advisory lock EXCLUSIVE (single contact writes hold it shared and
--- are refused while the bulk_operations row exists), so nothing else writes these contacts meanwhile
--- and a plain INSERT cannot meet a concurrent one.
+-- Nothing else writes these contacts meanwhile, so a plain INSERT cannot meet a concurrent one:
+-- single contact writes were drained and are refused while the bulk_operations row exists, other
+-- imports of the account wait for this one's merge, and the other batch in flight of this import
+-- covers a disjoint seq range, i.e. a disjoint email_md5 range (seq follows email_md5 order).
+-- `rows` is how many staged rows the batch read: fewer than $4 - $3 means the (unlogged) staging
+-- lost rows in a crash.
 --
 -- :"merge_table" is replaced by the import's merge table name (hex only) when the file is loaded.
 --
 -- $1  account id             $2  import id             $3  last seq already merged (checkpoint)
 -- $4  last seq of this batch $5  strategy              $6  overwrite brands (only with overwrite)
 -- $7  restore disabled       $8  publish events        $9  import method (api | manual)
--- $10 row count              $11 estimated end of the whole merge
 -- The contact and the seed of each staged row are looked up through their primary keys, one probe
 -- per row: LATERAL … OFFSET 0 is never flattened into a join, so the planner cannot pick another
 -- shape. That is deliberate. As a plain join, statistics of `contacts` that predate the account
@@ -104,7 +106,7 @@ inserted as (
 ),
 
 -- The contact to update is addressed by the physical row `batch` found (same statement, same
--- snapshot, and the account's lock keeps every other writer away), not by account and email again:
+-- snapshot, and no other writer touches this batch's key range), not by account and email again:
 -- with a condition on account_id here, the same stale statistics would put the account's contacts
 -- (expected: 1) on the outer side of a nested loop and rescan `planned` once per contact. Without
 -- it the only candidates are a TID probe per planned row or a scan of the whole table, whose size
@@ -128,25 +130,10 @@ events as (
     and p.outcome in ('add', 'update')
     and (p.outcome = 'add' or x.id <> all (p.old_brand_ids))
   returning 1
-),
-
--- Keeps Retry-After of refused single writes honest while the merge runs. (Like every
--- data-modifying CTE it runs to completion even though nothing reads it.)
-estimate as (
-  update bulk_operations set estimated_end = $11::timestamptz
-  where account_id = $1::uuid and id = $2::uuid
 )
 
-update contact_imports
-set checkpoint       = $4::int8,
-    added_count      = added_count + (select count(*) from inserted),
-    updated_count    = coalesce(updated_count, 0) + (select count(*) from updated),
-    skipped_count    = coalesce(skipped_count, 0) + (select count(*) from planned where outcome = 'skip'),
-    -- Whole percent of rows accounted for: 0 until the first batch of a small file is done.
-    percent_complete = (100 * $4::int8 / greatest($10::int8, 1))::int4,
-    updated_at       = now()
-where account_id = $1::uuid and id = $2::uuid
-returning percent_complete as "percentComplete",
-          (select count(*) from inserted)::int8 as added,
-          (select count(*) from updated)::int8 as updated,
-          (select count(*) from events)::int8 as events
+select p.rows, p.skipped,
+       (select count(*) from inserted)::int8 as added,
+       (select count(*) from updated)::int8 as updated,
+       (select count(*) from events)::int8 as events
+from (select count(*)::int8 as rows, (count(*) filter (where outcome = 'skip'))::int8 as skipped from planned) p

@@ -10,17 +10,19 @@ const WHAT: Record<string, string> = {
  * Runs one single-contact write in a transaction that cannot interleave with a bulk operation.
  *
  * The write holds the account's advisory lock SHARED for its whole transaction; the bulk side
- * (imports, `attribute create`) first commits a `bulk_operations` row, then takes the same lock
- * EXCLUSIVE for each batch. So a write either finished before the batch started, or sees the row
- * here and is refused with 409 `operation_in_progress` and an honest `Retry-After` (estimated end,
- * at least 1 second). Single writes never block each other on this lock.
+ * first commits a `bulk_operations` row, then takes the same lock EXCLUSIVE: `attribute create` for
+ * its one change; an import once, before its first merge batch (a drain: it waits for every write
+ * that passed its check before the row existed), its batches then holding it shared. So a write
+ * either finished before the bulk operation started, or sees the row here and is refused with 409
+ * `operation_in_progress` and an honest `Retry-After` (estimated end, at least 1 second). Single
+ * writes never block each other on this lock.
  *
  * @example await withContactWrite(sql, accountId, (tx) => tx`update contacts set … where …`)
  */
 export async function withContactWrite<T>(sql: Sql, accountId: string, fn: (tx: Tx) => Promise<T>): Promise<T> {
   const result = await sql.begin(async (tx) => {
-    // Checked before the lock too: a write arriving mid-batch is refused at once instead of
-    // waiting for the batch to commit only to be refused then.
+    // Checked before the lock too: a write arriving while the lock is held exclusive (a schema
+    // change, an import's drain) is refused at once instead of waiting only to be refused then.
     await refuseDuringBulkOperation(tx, accountId);
     await tx`select pg_advisory_xact_lock_shared(hashtextextended(${accountId}::uuid::text, 0))`;
     await refuseDuringBulkOperation(tx, accountId);

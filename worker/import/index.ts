@@ -59,7 +59,7 @@ export async function runImport(deps: ImportDeps, accountId: string, importId: s
         if (job.phase === 'merge') await ensureStaged(p); // may send it back to read
         if (job.status === 'uploaded' || job.phase === null || job.phase === 'read') await readPhase(p, conn, storage);
         if (job.phase === 'dedupe') await dedupePhase(p);
-        if (job.phase === 'merge' && !(await mergePhase(p))) return;
+        if (job.phase === 'merge' && !(await mergePhase(p, conn, deps.config.importMergeConcurrency))) return;
         await finishPhase(p);
       } catch (e) {
         if (!(e instanceof ImportFileError)) throw e;

@@ -1,4 +1,6 @@
 import { join } from 'node:path';
+import type { Sql } from '../../src/db';
+import { StagingLostError } from './dedupe';
 import { stagingTables } from './staging';
 import type { Pipeline } from './state';
 
@@ -7,13 +9,32 @@ const SQL_DIR = join(import.meta.dir, '../../sql/merge');
 const ASSUMED_ROWS_PER_SECOND = 20_000;
 /** In-process retries of a batch that lost a deadlock or serialization race before giving up to the queue. */
 const RACE_RETRIES = 3;
+/** Batches in flight at once when the caller does not say (IMPORT_MERGE_CONCURRENCY). */
+const DEFAULT_CONCURRENCY = 2;
 
-/** What merge-batch.sql returns: the batch's own counts and the import's new percentage. */
-interface BatchResult {
-  percentComplete: number;
+/** What one batch's statement returns: rows read from the merge table and what became of them. */
+interface BatchCounts {
+  rows: number;
   added: number;
   updated: number;
+  skipped: number;
   events: number;
+}
+
+/** How one batch ended: merged (committed), or rolled back because the import stopped or the checkpoint is not where it expected. */
+type Outcome = { hi: number; percentComplete: number; counts: BatchCounts } | { halt: 'stop' | 'moved' };
+
+/** Thrown inside a batch's transaction to roll it back and report the outcome. */
+class BatchHalted extends Error {
+  constructor(readonly halt: 'stop' | 'moved') {
+    super(`merge batch halted: ${halt}`);
+  }
+}
+
+interface Merge {
+  p: Pipeline;
+  rowCount: number;
+  statements: { merge: string; insert: string; clash: string; advance: string };
 }
 
 const sqlTexts = new Map<string, Promise<string>>();
@@ -31,86 +52,199 @@ function lostRace(e: unknown): boolean {
   return code === '40P01' || code === '40001';
 }
 
+/** Advisory lock key of one batch's transaction: the next batch waits on it before it commits. */
+function batchKey(importId: string, lo: number): string {
+  return `contact-merge-batch:${importId.toLowerCase()}:${lo}`;
+}
+
 /**
- * Phase 3, merge: seq ranges of `batchSize` rows, each ONE transaction that takes the account's
- * advisory lock exclusive, re-reads the checkpoint under a row lock, and runs merge-batch.sql
- * (contacts, events, checkpoint, counters, percent, estimated end in one statement). A batch whose
- * range is at or below the committed checkpoint is never run again.
+ * Phase 3, merge: seq ranges of `batchSize` rows, each ONE transaction, `concurrency` of them in
+ * flight at once (PostgreSQL runs each on its own backend, so two use both cores of a small box).
+ * When batch k commits, batch k+2 starts while k+1 still runs. A batch whose range is at or below
+ * the committed checkpoint is never run again.
+ *
+ * Commits stay in seq order, so `checkpoint` stays contiguous: a batch does its heavy statement,
+ * then waits (on an advisory lock the earlier batch holds for its whole transaction, a wait the
+ * deadlock detector can see) until the earlier batch's transaction has ended, and only then moves
+ * the checkpoint, from exactly its own first seq (advance.sql). If the earlier batch rolled back,
+ * that update finds nothing and this batch rolls back too, to be run again.
+ *
+ * Locking: `conn` (the run's reserved connection) holds a session lock per account for the whole
+ * phase, so two imports of one account never merge at once (their batches could meet on a
+ * contact). Single contact writes are drained once (the account's lock exclusive, after the
+ * bulk_operations row committed); batches then hold it shared, which still keeps `attribute create`
+ * out, and every later single write sees the row and gets 409.
  *
  * Returns false when the import stopped being a running merge under us (failed or finished by
  * another hand); the caller then leaves it alone.
  */
-export async function mergePhase(p: Pipeline): Promise<boolean> {
+export async function mergePhase(p: Pipeline, conn: Sql, concurrency = DEFAULT_CONCURRENCY): Promise<boolean> {
   const { sql, job } = p;
   const rowCount = job.rowCount ?? 0;
   const table = stagingTables(job.id).merge;
-  const statement = await mergeStatement('merge-batch.sql', table);
-  const insertStatement = await mergeStatement('insert-batch.sql', table);
-  const clashStatement = await mergeStatement('batch-clash.sql', table);
-  let done = job.checkpoint;
+  const m: Merge = {
+    p,
+    rowCount,
+    statements: {
+      merge: await mergeStatement('merge-batch.sql', table),
+      insert: await mergeStatement('insert-batch.sql', table),
+      clash: await mergeStatement('batch-clash.sql', table),
+      advance: await mergeStatement('advance.sql', table),
+    },
+  };
+  if (job.checkpoint >= rowCount) return true;
 
-  if (done < rowCount) {
+  const mergeLock = `contact-merge:${job.accountId.toLowerCase()}`;
+  const [free] = await conn<{ locked: boolean }[]>`select pg_try_advisory_lock(hashtextextended(${mergeLock}, 0)) as locked`;
+  if (!free?.locked) {
+    p.log('import merge waits for another import of the account', { importId: job.id });
+    await conn`select pg_advisory_lock(hashtextextended(${mergeLock}, 0))`;
+  }
+  try {
     // Own commit, before the first batch: from now on single contact writes get 409 with an estimate.
-    const seconds = Math.ceil((rowCount - done) / ASSUMED_ROWS_PER_SECOND);
+    const seconds = Math.ceil((rowCount - job.checkpoint) / ASSUMED_ROWS_PER_SECOND);
     await sql`
       insert into bulk_operations (account_id, id, kind, estimated_end)
       values (${job.accountId}::uuid, ${job.id}::uuid, 'contact-import', now() + make_interval(secs => ${seconds}))
       on conflict (account_id, id) do update set estimated_end = excluded.estimated_end`;
+    // The drain: waits for every single write that passed its check before the row existed.
+    await sql.begin((tx) => tx`select pg_advisory_xact_lock(hashtextextended(${job.accountId}::uuid::text, 0))`);
+    return await mergeBatches(m, Math.max(1, concurrency));
+  } finally {
+    // A broken connection took the lock with it; the caller releases the connection either way.
+    await conn`select pg_advisory_unlock(hashtextextended(${mergeLock}, 0))`.catch(() => {});
   }
+}
 
+/** The pipeline of batches from the committed checkpoint to the end. */
+async function mergeBatches(m: Merge, concurrency: number): Promise<boolean> {
+  const { p, rowCount } = m;
+  const { job } = p;
   const startedAt = Date.now();
-  const startedFrom = done;
+  const startedFrom = job.checkpoint;
+  let done = job.checkpoint;
   while (done < rowCount) {
-    const hi = Math.min(done + p.batchSize, rowCount);
-    const elapsed = Date.now() - startedAt;
-    const perMs = done > startedFrom && elapsed > 0 ? (done - startedFrom) / elapsed : ASSUMED_ROWS_PER_SECOND / 1000;
-    const estimatedEnd = new Date(Date.now() + (rowCount - done) / perMs);
+    // In seq order; each batch after the first waits for the one before it (its `lo`).
+    const inFlight: { lo: number; locked: Promise<void>; outcome: Promise<Outcome> }[] = [];
+    let next = done;
+    const launch = async () => {
+      const previous = inFlight.at(-1);
+      // The earlier batch must hold its key before this one can wait on it.
+      if (previous) await previous.locked;
+      const lo = next;
+      const hi = Math.min(lo + p.batchSize, rowCount);
+      next = hi;
+      const elapsed = Date.now() - startedAt;
+      const perMs = done > startedFrom && elapsed > 0 ? (done - startedFrom) / elapsed : ASSUMED_ROWS_PER_SECOND / 1000;
+      const estimatedEnd = new Date(Date.now() + (rowCount - done) / perMs);
+      let locked!: () => void;
+      const batch = { lo, locked: new Promise<void>((r) => (locked = r)), outcome: Promise.resolve<Outcome>({ halt: 'moved' }) };
+      batch.outcome = runBatch(m, lo, hi, previous?.lo, estimatedEnd, locked).finally(locked);
+      batch.outcome.catch(() => {}); // awaited in order below
+      inFlight.push(batch);
+    };
+    while (inFlight.length < concurrency && next < rowCount) await launch();
 
-    let outcome: { stop: true } | { checkpoint: number; result?: BatchResult } | undefined;
-    for (let attempt = 0; outcome === undefined; attempt++) {
+    let halt: 'stop' | 'moved' | undefined;
+    while (inFlight.length > 0 && !halt) {
+      const head = inFlight.shift()!;
+      let outcome: Outcome;
       try {
-        outcome = await sql.begin(async (tx) => {
-          await tx`select pg_advisory_xact_lock(hashtextextended(${job.accountId}::uuid::text, 0))`;
-          await tx`set local jit = off`; // compiling this statement costs more than it saves
-          // The batch's writes and its checkpoint are one transaction, so a commit the server loses
-          // in a crash loses both together, and the next run redoes the batch from the older
-          // checkpoint: no wait for the WAL flush is needed for exactly-once. (The finish phase
-          // commits synchronously, and its flush covers every batch before it.)
-          await tx`set local synchronous_commit = off`;
-          // Look each staged row up through the contacts primary key. A hash join would read every
-          // contact of the account once per batch: fine for 10,000 contacts, ruinous for 25 million.
-          // The probes come in email_md5 order (seq follows it), so they walk the index leaf by leaf.
-          await tx`set local enable_hashjoin = off`;
-          await tx`set local enable_mergejoin = off`;
-          const [state] = await tx<{ status: string; phase: string | null; checkpoint: number }[]>`
-            select status, phase, checkpoint from contact_imports
-            where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid
-            for update`;
-          if (!state || state.status !== 'importing' || state.phase !== 'merge') return { stop: true as const };
-          if (state.checkpoint !== done) return { checkpoint: state.checkpoint };
-          // A batch whose key range holds no contact and no seed of the account is all adds: the
-          // plain INSERT of insert-batch.sql does exactly what merge-batch.sql would, for less.
-          const [probe] = await tx.unsafe<{ clash: boolean }[]>(clashStatement, [job.accountId, done, hi], { prepare: false });
-          const [r] = probe!.clash
-            ? await tx.unsafe<BatchResult[]>(
-                statement,
-                [job.accountId, job.id, done, hi, job.strategy, job.overwriteBrands, job.restoreDisabled, job.publishEvents, job.method, rowCount, estimatedEnd],
-                { prepare: false },
-              )
-            : await tx.unsafe<BatchResult[]>(insertStatement, [job.accountId, job.id, done, hi, job.publishEvents, job.method, rowCount, estimatedEnd], { prepare: false });
-          return { checkpoint: hi, result: r! };
-        });
+        outcome = await head.outcome;
       } catch (e) {
-        if (!lostRace(e) || attempt >= RACE_RETRIES) throw e;
-        p.log('import merge batch retried', { importId: job.id, seq: done, code: (e as { code?: string }).code });
-        await Bun.sleep(100 * 2 ** attempt);
+        await Promise.allSettled(inFlight.map((b) => b.outcome)); // never leave a transaction behind
+        throw e;
       }
+      if ('halt' in outcome) {
+        halt = outcome.halt;
+        break;
+      }
+      done = outcome.hi;
+      p.log('import merge batch', { importId: job.id, checkpoint: done, percentComplete: outcome.percentComplete, ...outcome.counts });
+      if (next < rowCount) await launch();
     }
-    if ('stop' in outcome) return false;
-    done = outcome.checkpoint;
-    if (outcome.result) p.log('import merge batch', { importId: job.id, checkpoint: done, ...outcome.result });
+    if (!halt) continue;
+    // Later batches in flight cannot commit past a halted one; let them roll back.
+    await Promise.allSettled(inFlight.map((b) => b.outcome));
+    if (halt === 'stop') return false;
+    const [state] = await p.sql<{ status: string; phase: string | null; checkpoint: number }[]>`
+      select status, phase, checkpoint from contact_imports where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
+    if (!state || state.status !== 'importing' || state.phase !== 'merge') return false;
+    done = state.checkpoint;
   }
   job.checkpoint = done;
   p.log('import merged', { importId: job.id, rowCount, ms: Date.now() - startedAt });
   return true;
+}
+
+/** One batch, (lo, hi], retried in place when it loses a deadlock or serialization race. */
+async function runBatch(m: Merge, lo: number, hi: number, previousLo: number | undefined, estimatedEnd: Date, locked: () => void): Promise<Outcome> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await batchTransaction(m, lo, hi, previousLo, estimatedEnd, locked);
+    } catch (e) {
+      if (e instanceof BatchHalted) return { halt: e.halt };
+      if (!lostRace(e) || attempt >= RACE_RETRIES) throw e;
+      m.p.log('import merge batch retried', { importId: m.p.job.id, seq: lo, code: (e as { code?: string }).code });
+      await Bun.sleep(100 * 2 ** attempt);
+    }
+  }
+}
+
+async function batchTransaction(m: Merge, lo: number, hi: number, previousLo: number | undefined, estimatedEnd: Date, locked: () => void): Promise<Outcome> {
+  const { p, rowCount, statements } = m;
+  const { job } = p;
+  return (await p.sql.begin(async (tx) => {
+    // This batch's own key (held to its end), and the account's lock SHARED: single writes were
+    // drained and are refused now, and `attribute create` (exclusive) still cannot interleave.
+    // jit off: compiling this statement costs more than it saves. synchronous_commit off: the
+    // batch's writes and its checkpoint are one transaction, so a commit the server loses in a
+    // crash loses both together and the next run redoes the batch (the finish phase commits
+    // synchronously, and its flush covers every batch before it). Hash and merge joins off: each
+    // staged row is looked up through the contacts primary key; a hash join would read every
+    // contact of the account once per batch. The probes come in email_md5 order (seq follows it),
+    // so they walk the index leaf by leaf.
+    await tx`
+      select pg_advisory_xact_lock(hashtextextended(${batchKey(job.id, lo)}, 0)),
+             pg_advisory_xact_lock_shared(hashtextextended(${job.accountId}::uuid::text, 0)),
+             set_config('jit', 'off', true), set_config('synchronous_commit', 'off', true),
+             set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`;
+    locked();
+    // A plain read: a row lock here would serialise the batches. The earlier batch in flight may
+    // not have committed yet (checkpoint below lo); advance.sql settles that at the end.
+    const [state] = await tx<{ status: string; phase: string | null; checkpoint: number }[]>`
+      select status, phase, checkpoint from contact_imports
+      where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
+    if (!state || state.status !== 'importing' || state.phase !== 'merge') throw new BatchHalted('stop');
+    if (state.checkpoint > lo || (state.checkpoint < lo && previousLo === undefined)) throw new BatchHalted('moved');
+
+    // A batch whose key range holds no contact and no seed of the account is all adds: the
+    // plain INSERT of insert-batch.sql does exactly what merge-batch.sql would, for less.
+    const [probe] = await tx.unsafe<{ clash: boolean }[]>(statements.clash, [job.accountId, lo, hi], { prepare: false });
+    const [counts] = probe!.clash
+      ? await tx.unsafe<BatchCounts[]>(
+          statements.merge,
+          [job.accountId, job.id, lo, hi, job.strategy, job.overwriteBrands, job.restoreDisabled, job.publishEvents, job.method],
+          { prepare: false },
+        )
+      : await tx.unsafe<BatchCounts[]>(statements.insert, [job.accountId, job.id, lo, hi, job.publishEvents, job.method], { prepare: false });
+    // The merge table may sit on unlogged tables that a PostgreSQL crash empties: never count a
+    // batch that read fewer rows than its range holds.
+    if (counts!.rows < hi - lo) throw new StagingLostError(`staged rows ${lo + 1}…${hi} of import ${job.id} were lost (read ${counts!.rows})`);
+
+    // Commits in seq order: wait until the earlier batch's transaction has ended, committed or not.
+    if (previousLo !== undefined) await tx`select pg_advisory_xact_lock_shared(hashtextextended(${batchKey(job.id, previousLo)}, 0))`;
+    const [advanced] = await tx.unsafe<{ percentComplete: number }[]>(
+      statements.advance,
+      [job.accountId, job.id, lo, hi, counts!.added, counts!.updated, counts!.skipped, rowCount, estimatedEnd],
+      { prepare: false },
+    );
+    if (!advanced) {
+      const [now] = await tx<{ running: boolean }[]>`
+        select status = 'importing' and phase = 'merge' as running from contact_imports
+        where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
+      throw new BatchHalted(now?.running ? 'moved' : 'stop');
+    }
+    return { hi, percentComplete: advanced.percentComplete, counts: counts! };
+  })) as Outcome;
 }

@@ -17,8 +17,8 @@ export interface AttributeInput {
  * Runs `fn` as a schema change that holds the account's contact writes. Three steps, because a
  * bulk_operations row inserted and deleted in one transaction would never be visible to the writers
  * it is meant to turn away: (1) publish the hold row; (2) one transaction under the exclusive form
- * of the account's advisory lock (single contact writes take the shared form), so nothing
- * interleaves with the change; (3) remove the hold row, whatever happened.
+ * of the account's advisory lock (single contact writes and an import's merge batches take the
+ * shared form), so nothing interleaves with the change; (3) remove the hold row, whatever happened.
  */
 export async function withSchemaChangeHold<T>(sql: Sql, accountId: string, fn: (tx: Tx) => Promise<T>): Promise<T> {
   const holdId = crypto.randomUUID();
