@@ -44,7 +44,8 @@ export class BrandIndex {
   }
 
   resolve(value: string): string | undefined {
-    return this.byKey.get(value.toLowerCase());
+    // Keys are lowercase, so a hit as written is the hit; only other spellings pay for a copy.
+    return this.byKey.get(value) ?? this.byKey.get(value.toLowerCase());
   }
 }
 
@@ -69,11 +70,19 @@ export class RowReader {
     let email: string | undefined;
     let json = '';
     let brandIds: string[] | undefined;
+    let backslash = false;
     for (let i = 0; i < kinds.length; i++) {
       let cell = cells[i]!;
-      if (cell.length === 0) continue;
-      cell = cell.trim();
-      if (cell.length === 0) continue;
+      const n = cell.length;
+      if (n === 0) continue;
+      // trim() only when an end could be whitespace (ASCII space/control, or any non-ASCII
+      // character, which trim() may also count as space): most cells are left as they are.
+      const first = cell.charCodeAt(0);
+      const last = cell.charCodeAt(n - 1);
+      if (first <= 0x20 || first >= 0x80 || last <= 0x20 || last >= 0x80) {
+        cell = cell.trim();
+        if (cell.length === 0) continue;
+      }
       if (cell.indexOf('\0') !== -1 || tooLong(cell)) return undefined;
       let value: string | undefined;
       switch (kinds[i]) {
@@ -83,10 +92,11 @@ export class RowReader {
           continue;
         case STRING:
           value = jsonString(cell);
+          if (value.length !== cell.length + 2) backslash = true; // escaped: may hold a backslash
           break;
         case EMAIL:
           if (!validEmail(cell)) return undefined;
-          value = jsonString(cell);
+          value = jsonString(cell); // a valid address needs no escape
           break;
         case NUMBER:
           value = readNumber(cell);
@@ -99,6 +109,7 @@ export class RowReader {
           if (list === undefined) return undefined;
           if (list.length === 0) continue;
           value = JSON.stringify(list);
+          if (value.indexOf('\\') !== -1) backslash = true;
           break;
         }
         case BRAND: {
@@ -124,7 +135,7 @@ export class RowReader {
     const md5 = Bun.MD5.hash(email.toLowerCase(), 'hex') as string;
     // COPY text format reads backslash escapes; JSON's own escapes must survive it. JSON has no raw
     // tab or newline, and a valid address has neither backslash nor control characters.
-    if (json.indexOf('\\') !== -1) json = json.replaceAll('\\', '\\\\');
+    if (backslash) json = json.replaceAll('\\', '\\\\');
     const brands = brandIds === undefined ? '{}' : brandIds.length === 1 ? `{${brandIds[0]!}}` : `{${brandIds.join(',')}}`;
     return `${rowNo}\t${md5}\t${email}\t{${json}}\t${brands}\n`;
   }
