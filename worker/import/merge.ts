@@ -138,10 +138,10 @@ async function mergeBatches(m: Merge, concurrency: number): Promise<boolean> {
       const perMs = done > startedFrom && elapsed > 0 ? (done - startedFrom) / elapsed : ASSUMED_ROWS_PER_SECOND / 1000;
       const estimatedEnd = new Date(Date.now() + (rowCount - done) / perMs);
       let locked!: () => void;
-      const batch = { lo, locked: new Promise<void>((r) => (locked = r)), outcome: Promise.resolve<Outcome>({ halt: 'moved' }) };
-      batch.outcome = runBatch(m, lo, hi, previous?.lo, estimatedEnd, locked).finally(locked);
-      batch.outcome.catch(() => {}); // awaited in order below
-      inFlight.push(batch);
+      const isLocked = new Promise<void>((r) => (locked = r));
+      const outcome = runBatch(m, lo, hi, previous?.lo, estimatedEnd, locked).finally(locked);
+      outcome.catch(() => {}); // awaited in order below
+      inFlight.push({ lo, locked: isLocked, outcome });
     };
     while (inFlight.length < concurrency && next < rowCount) await launch();
 
