@@ -43,15 +43,22 @@ export interface ImportRun {
   seconds: number;
   phases: PhaseSpan[];
   workerPeakRssMb?: number;
-  /** seconds per merge batch (from checkpoint moves), to spot batches that degrade */
-  mergeBatches?: { count: number; min: number; median: number; max: number };
+  /**
+   * Merge speed as seconds per 100,000 rows between checkpoint moves (two batches in flight commit
+   * back to back, so one sample can cover several), to spot a merge that slows down as it goes.
+   */
+  mergeBatches?: { count: number; min: number; median: number; max: number; first: number; last: number };
   note?: string;
 }
 
-function batchStats(moves: number[]): ImportRun['mergeBatches'] {
-  const d = moves.slice(1).map((t, k) => (t - moves[k]!) / 1000).sort((a, b) => a - b);
-  if (d.length === 0) return undefined;
-  return { count: d.length, min: d[0]!, median: d[Math.floor(d.length / 2)]!, max: d.at(-1)! };
+function batchStats(moves: { at: number; checkpoint: number }[]): ImportRun['mergeBatches'] {
+  const per100k = moves.slice(1).flatMap((m, k) => {
+    const rows = m.checkpoint - moves[k]!.checkpoint;
+    return rows > 0 ? [((m.at - moves[k]!.at) / 1000) * (100_000 / rows)] : [];
+  });
+  if (per100k.length === 0) return undefined;
+  const sorted = [...per100k].sort((a, b) => a - b);
+  return { count: per100k.length, min: sorted[0]!, median: sorted[Math.floor(sorted.length / 2)]!, max: sorted.at(-1)!, first: per100k[0]!, last: per100k.at(-1)! };
 }
 
 export interface ImportOptions {
@@ -125,7 +132,7 @@ export async function runImportFlow(
   const deadline = started + opts.timeoutSeconds * 1000;
   let view: ImportView | undefined;
   let lastGet = 0;
-  const checkpointMoves: number[] = [];
+  const checkpointMoves: { at: number; checkpoint: number }[] = [];
   let lastCheckpoint = -1;
   for (;;) {
     // The phase column is sampled often (cheap, direct SQL); the API is polled like a client would.
@@ -134,13 +141,13 @@ export async function runImportFlow(
     const phase = row?.status === 'importing' ? (row.phase ?? 'starting') : (row?.status ?? 'missing');
     if (phases.at(-1)?.phase !== phase) phases.push({ phase, at: performance.now() });
     if (phase === 'merge' && row!.checkpoint !== lastCheckpoint) {
-      // The first sight of the merge phase starts batch 1; each checkpoint move ends a batch.
+      // The first sight of the merge phase starts the clock; each checkpoint move ends a sample.
       lastCheckpoint = row!.checkpoint;
-      checkpointMoves.push(performance.now());
+      checkpointMoves.push({ at: performance.now(), checkpoint: lastCheckpoint });
     } else if (phase !== 'merge' && checkpointMoves.length > 0 && lastCheckpoint !== row?.row_count) {
-      // The last batch's checkpoint move was not seen in the merge phase: it ended with the phase.
-      checkpointMoves.push(performance.now());
+      // The last checkpoint move was not seen in the merge phase: it ended with the phase.
       lastCheckpoint = row?.row_count ?? -1;
+      checkpointMoves.push({ at: performance.now(), checkpoint: lastCheckpoint });
     }
     if (performance.now() - lastGet >= opts.pollMs || row?.status === 'success' || row?.status === 'failed') {
       lastGet = performance.now();

@@ -77,5 +77,6 @@ export function phaseTable(run: ImportRun): string {
   const total = run.phases.reduce((s, p) => s + p.seconds, 0) || 1;
   const phases = run.phases.map((p) => `${p.phase} ${p.seconds.toFixed(1)}s (${Math.round((p.seconds / total) * 100)}%)`).join(' | ');
   const b = run.mergeBatches;
-  return b ? `${phases}\n  merge batches: ${b.count}, seconds min ${b.min.toFixed(1)} / median ${b.median.toFixed(1)} / max ${b.max.toFixed(1)}` : phases;
+  const f = (x: number) => x.toFixed(2);
+  return b ? `${phases}\n  merge seconds per 100k rows (${b.count} samples): first ${f(b.first)} / last ${f(b.last)} / min ${f(b.min)} / median ${f(b.median)} / max ${f(b.max)}` : phases;
 }
