@@ -92,10 +92,11 @@ async function outcome(accountId: string, importId: string) {
                                         join brands b on b.account_id = c.account_id and b.id = x.id)), '/' order by c.email_md5))
        from contacts c where c.account_id = ${accountId}) as contacts,
       (select count(*)::int from contacts where account_id = ${accountId}) as n,
-      (select md5(string_agg(e.email_md5::text || b.name, '/' order by e.email_md5, b.name))
-       from brand_subscribe_events e join brands b on b.account_id = e.account_id and b.id = e.brand_id
+      (select md5(string_agg(m.email_md5::text || b.name, '/' order by m.email_md5, b.name))
+       from brand_subscribe_events e cross join lateral unnest(e.email_md5s) as m(email_md5)
+       join brands b on b.account_id = e.account_id and b.id = e.brand_id
        where e.account_id = ${accountId}) as events,
-      (select count(*)::int from brand_subscribe_events where account_id = ${accountId}) as e`;
+      (select count(*)::int from brand_subscribe_events, unnest(email_md5s) where account_id = ${accountId}) as e`;
   const { status, rowCount, addedCount, updatedCount, skippedCount, malformedCount, duplicateInFileCount, percentComplete } = row;
   return { status, rowCount, addedCount, updatedCount, skippedCount, malformedCount, duplicateInFileCount, percentComplete, ...digest };
 }

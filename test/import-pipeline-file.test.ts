@@ -3,6 +3,7 @@
  * real database and the local object store.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createHash } from 'node:crypto';
 import type { ObjectStore } from '../src/storage/store';
 import { ImportBusyError, runImport, UnrecoverableImportError } from '../worker/import/index';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
@@ -140,8 +141,11 @@ describe('brand-subscribe events', () => {
     const { id } = await importCsv(a.id, csv(), { columns: ['Email', 'Brand'] });
     const events = await db.sql<{ email: string; brand: string; source: string; importId: string }[]>`
       select c.email, e.brand_id::text as brand, e.source, e.import_id::text as "importId"
-      from brand_subscribe_events e join contacts c using (account_id, email_md5)
-      where e.account_id = ${a.id} order by c.email, e.id`;
+      from brand_subscribe_events e
+      cross join lateral unnest(e.email_md5s) as m(email_md5)
+      join contacts c on c.account_id = e.account_id and c.email_md5 = m.email_md5
+      join brands b on b.account_id = e.account_id and b.id = e.brand_id
+      where e.account_id = ${a.id} order by c.email, b.name`;
     expect([...events]).toEqual([
       { email: 'new@example.com', brand: a.alpha, source: 'import', importId: id },
       { email: 'new@example.com', brand: a.delta, source: 'import', importId: id },
@@ -149,10 +153,50 @@ describe('brand-subscribe events', () => {
     ]);
   });
 
+  test('stored as sets: one outbox row per brand per merge batch, unnesting to exactly the (contact, brand) events', async () => {
+    const a = await setup(); // old@example.com has Alpha
+    const hex = (email: string) => createHash('md5').update(email).digest('hex');
+    const news = Array.from({ length: 10 }, (_, i) => `s${i}@example.com`);
+    const cell = (i: number) => (i % 3 === 0 ? 'Alpha;Delta' : i % 3 === 1 ? 'delta' : '');
+    const csv = ['Email,Brand', ...news.map((e, i) => `${e},${cell(i)}`), 'old@example.com,Alpha;Delta'].join('\n');
+    const expected: string[] = [];
+    news.forEach((e, i) => {
+      if (i % 3 === 0) expected.push(`${hex(e)} ${a.alpha}`, `${hex(e)} ${a.delta}`);
+      if (i % 3 === 1) expected.push(`${hex(e)} ${a.delta}`);
+    });
+    expected.push(`${hex('old@example.com')} ${a.delta}`); // Alpha it had already
+    // Batches are seq ranges of 4 and seq follows email_md5 order.
+    const order = [...news, 'old@example.com'].map(hex).sort();
+    const batchOf = (h: string) => Math.floor(order.indexOf(h) / 4);
+    const logged: number[] = [];
+    const log = (msg: string, fields?: object) => {
+      if (msg === 'import merge batch') logged.push((fields as { events: number }).events);
+    };
+    const { id, row } = await importCsv(a.id, csv, { columns: ['Email', 'Brand'], batch: 4, log });
+    expect(row).toMatchObject({ status: 'success', rowCount: 11, addedCount: 10, updatedCount: 1 });
+
+    const rows = await db.sql<{ brand: string; md5s: string[]; source: string; importId: string }[]>`
+      select brand_id::text as brand, email_md5s::text[] as md5s, source, import_id::text as "importId"
+      from brand_subscribe_events where account_id = ${a.id} order by id`;
+    const sets = rows.map((r) => ({ ...r, md5s: r.md5s.map((m) => m.replaceAll('-', '')) }));
+    for (const r of sets) {
+      expect(r).toMatchObject({ source: 'import', importId: id });
+      expect(r.md5s.length).toBeGreaterThan(0);
+      expect(r.md5s).toEqual([...r.md5s].sort()); // ordered by email_md5
+      expect(new Set(r.md5s.map(batchOf)).size).toBe(1); // one batch's contacts
+    }
+    const perBatchBrand = (pairs: string[]) => new Set(pairs.map((p) => `${batchOf(p.split(' ')[0]!)} ${p.split(' ')[1]}`));
+    expect(sets.length).toBe(perBatchBrand(expected).size);
+    expect(new Set(sets.map((r) => `${batchOf(r.md5s[0]!)} ${r.brand}`))).toEqual(perBatchBrand(expected));
+    expect(sets.flatMap((r) => r.md5s.map((m) => `${m} ${r.brand}`)).sort()).toEqual(expected.sort());
+    // The batch result still counts (contact, brand) events, not outbox rows.
+    expect(logged.reduce((x, y) => x + y, 0)).toBe(expected.length);
+  });
+
   test('none when publishBrandSubscribeEvents is false', async () => {
     const a = await setup();
     await importCsv(a.id, csv(), { columns: ['Email', 'Brand'], publishEvents: false });
-    const [n] = await db.sql<{ n: number }[]>`select count(*)::int as n from brand_subscribe_events where account_id = ${a.id}`;
+    const [n] = await db.sql<{ n: number }[]>`select count(*)::int as n from brand_subscribe_events, unnest(email_md5s) where account_id = ${a.id}`;
     expect(n!.n).toBe(0);
   });
 });
@@ -242,7 +286,7 @@ describe('progress and restarts', () => {
     expect((await leftovers(a.id, id)).bulkOperations).toBe(1);
     await run(a.id, id);
     expect(await importRow(db.sql, a.id, id)).toMatchObject({ status: 'success', rowCount: 8, addedCount: 8, updatedCount: 0, skippedCount: 0 });
-    const [e] = await db.sql<{ n: number }[]>`select count(*)::int as n from brand_subscribe_events where import_id = ${id}`;
+    const [e] = await db.sql<{ n: number }[]>`select count(*)::int as n from brand_subscribe_events, unnest(email_md5s) where import_id = ${id}`;
     expect(e!.n).toBe(8);
     expect(await leftovers(a.id, id)).toEqual({ tables: 0, bulkOperations: 0, object: false });
   });

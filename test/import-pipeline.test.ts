@@ -69,8 +69,10 @@ async function existing(accountId: string, email: string, o: { attributes?: obje
 async function events(accountId: string) {
   return db.sql<{ email: string; brandId: string; source: string; importId: string }[]>`
     select c.email, e.brand_id::text as "brandId", e.source, e.import_id::text as "importId"
-    from brand_subscribe_events e join contacts c using (account_id, email_md5)
-    where e.account_id = ${accountId} order by e.id`;
+    from brand_subscribe_events e
+    cross join lateral unnest(e.email_md5s) as m(email_md5)
+    join contacts c on c.account_id = e.account_id and c.email_md5 = m.email_md5
+    where e.account_id = ${accountId} order by e.id, c.email`;
 }
 
 describe('counts', () => {

@@ -6,7 +6,9 @@
 -- batch is a plain INSERT … SELECT: no probe per row, no materialized plan of the batch. A fresh
 -- account takes this path for every batch; a file that overlaps existing contacts does not.
 --
--- Events: all of an added contact's brands, in the row's order, as merge-batch.sql writes them.
+-- Events: all of an added contact's brands, as merge-batch.sql writes them, one outbox row per
+-- brand with the set of the batch's contacts that got it (migration 0007), built from what the
+-- INSERT returned rather than by reading the batch from the merge table a second time.
 --
 -- Returns the batch's counts; advance.sql then moves the checkpoint. `rows` is how many staged rows
 -- the batch read: fewer than $4 - $3 means the (unlogged) staging lost rows in a crash.
@@ -19,20 +21,22 @@ with inserted as (
   select $1::uuid, r.email_md5, r.email, r.attributes, r.brand_ids, 'import', $2::uuid, $6::text
   from :"merge_table" r
   where r.seq > $3::int8 and r.seq <= $4::int8
-  returning 1
+  returning email_md5, brand_ids
 ),
 
+-- `events` counts (contact, brand) events, the sum of the sets' sizes, not outbox rows.
 events as (
-  insert into brand_subscribe_events (account_id, email_md5, brand_id, source, import_id)
-  select $1::uuid, r.email_md5, x.id, 'import', $2::uuid
-  from :"merge_table" r
-  cross join lateral unnest(r.brand_ids) as x(id)
-  where $5::bool and r.seq > $3::int8 and r.seq <= $4::int8
-  returning 1
+  insert into brand_subscribe_events (account_id, brand_id, email_md5s, source, import_id)
+  select $1::uuid, x.id, array_agg(i.email_md5 order by i.email_md5), 'import', $2::uuid
+  from inserted i
+  cross join lateral unnest(i.brand_ids) as x(id)
+  where $5::bool
+  group by x.id
+  returning cardinality(email_md5s) as n
 )
 
 select (select count(*) from inserted)::int8 as rows,
        (select count(*) from inserted)::int8 as added,
        0::int8 as updated,
        0::int8 as skipped,
-       (select count(*) from events)::int8 as events
+       (select coalesce(sum(n), 0) from events)::int8 as events

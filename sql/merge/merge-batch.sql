@@ -121,19 +121,22 @@ updated as (
 
 -- One event per brand newly assigned to a contact: all of a new contact's brands, and for an
 -- updated one the brands it did not have before (a replaced set can add some and drop others).
+-- Stored as one outbox row per brand with the set of the batch's contacts that got it (migration
+-- 0007); `events` below counts the (contact, brand) events, the sum of the sets' sizes.
 events as (
-  insert into brand_subscribe_events (account_id, email_md5, brand_id, source, import_id)
-  select $1::uuid, p.email_md5, x.id, 'import', $2::uuid
+  insert into brand_subscribe_events (account_id, brand_id, email_md5s, source, import_id)
+  select $1::uuid, x.id, array_agg(p.email_md5 order by p.email_md5), 'import', $2::uuid
   from planned p
   cross join lateral unnest(case when p.outcome = 'add' then p.brand_ids else p.new_brand_ids end) as x(id)
   where $8::bool
     and p.outcome in ('add', 'update')
     and (p.outcome = 'add' or x.id <> all (p.old_brand_ids))
-  returning 1
+  group by x.id
+  returning cardinality(email_md5s) as n
 )
 
 select p.rows, p.skipped,
        (select count(*) from inserted)::int8 as added,
        (select count(*) from updated)::int8 as updated,
-       (select count(*) from events)::int8 as events
+       (select coalesce(sum(n), 0) from events)::int8 as events
 from (select count(*)::int8 as rows, (count(*) filter (where outcome = 'skip'))::int8 as skipped from planned) p

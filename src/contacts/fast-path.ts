@@ -83,8 +83,8 @@ export class ContactFastPath {
       : sql``;
     const recordEvents = events.length
       ? sql`, events as (
-          insert into brand_subscribe_events (account_id, email_md5, brand_id, source)
-          select ${accountId}::uuid, ${key}::uuid, u.b, 'api'
+          insert into brand_subscribe_events (account_id, brand_id, email_md5s, source)
+          select ${accountId}::uuid, u.b, array[${key}::uuid], 'api'
           from inserted, unnest(${sql.array(events)}::uuid[]) with ordinality as u(b, n)
           order by u.n
         )`

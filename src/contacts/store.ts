@@ -68,12 +68,13 @@ export async function assertBrandIds(sql: Sql | Tx, accountId: string, ids: read
 
 /**
  * The brand-subscribe outbox: one event per brand newly assigned, in the caller's transaction, so
- * an event exists exactly when its assignment committed.
+ * an event exists exactly when its assignment committed. A row holds a brand and the set of
+ * contacts that got it (migration 0007); here the set is the one contact written.
  */
 export async function recordBrandSubscribeEvents(tx: Tx, accountId: string, emailMd5Uuid: string, brandIds: readonly string[]): Promise<void> {
   if (brandIds.length === 0) return;
   await tx`
-    insert into brand_subscribe_events (account_id, email_md5, brand_id, source)
-    select ${accountId}, ${emailMd5Uuid}, b, 'api' from unnest(${tx.array([...brandIds])}::uuid[]) with ordinality as u(b, n)
+    insert into brand_subscribe_events (account_id, brand_id, email_md5s, source)
+    select ${accountId}, b, array[${emailMd5Uuid}::uuid], 'api' from unnest(${tx.array([...brandIds])}::uuid[]) with ordinality as u(b, n)
     order by n`;
 }
