@@ -19,6 +19,10 @@ export interface Config {
   /** Imports one worker process runs at once. */
   readonly workerConcurrency: number;
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
+  /** The API applies pending migrations at start (under an advisory lock). */
+  readonly migrateOnStart: boolean;
+  /** PostgreSQL application_name of the process's connections. */
+  readonly appName: string;
 }
 
 export type StorageConfig =
@@ -99,6 +103,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     importMergeConcurrency: int(env, 'IMPORT_MERGE_CONCURRENCY', 2, 1, 8),
     workerConcurrency: int(env, 'WORKER_CONCURRENCY', 1, 1, 64),
     logLevel,
+    migrateOnStart: bool(env, 'MIGRATE_ON_START', true),
+    appName: nonEmpty(env, 'APP_NAME') ?? 'contact-service',
   });
 }
 

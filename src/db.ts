@@ -5,18 +5,24 @@ export type Tx = postgres.TransactionSql<{}>;
 
 /**
  * The one postgres.js instance of a process. bigint columns (counters) come back as JS numbers:
- * every counter here stays far below 2^53. `debug` sees every statement sent (tests count round trips).
+ * every counter here stays far below 2^53. `appName` is PostgreSQL's application_name (what
+ * pg_stat_activity shows; Config.appName for the API and the worker); `debug` sees every statement
+ * sent (tests count round trips).
  */
-export function connect(url: string, max = 10, debug?: (connection: number, query: string) => void): Sql {
+export function connect(
+  url: string,
+  max = 10,
+  options: { appName?: string; debug?: (connection: number, query: string) => void } = {},
+): Sql {
   return postgres(url, {
     max,
-    ...(debug && { debug }),
+    ...(options.debug && { debug: options.debug }),
     idle_timeout: 30,
     connect_timeout: 10,
     onnotice: () => {},
     types: {
       bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
     },
-    connection: { application_name: process.env.APP_NAME ?? 'contact-service' },
+    connection: { application_name: options.appName ?? 'contact-service' },
   }) as unknown as Sql;
 }

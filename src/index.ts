@@ -14,9 +14,9 @@ setLogLevel(config.logLevel);
 
 const db = await resolveDatabaseUrl(config);
 const redis = await resolveRedisUrl(config);
-const sql = connect(db.url, config.databasePoolSize);
+const sql = connect(db.url, config.databasePoolSize, { appName: config.appName });
 // Replicas starting together are safe: migrations run under an advisory lock.
-if (process.env.MIGRATE_ON_START !== 'false') await migrate(sql, (m) => log('info', m));
+if (config.migrateOnStart) await migrate(sql, (m) => log('info', m));
 const storage = await createStore(config);
 const queue = createImportQueue(redis.url);
 const deps = { config, sql, storage, queue };

@@ -18,7 +18,7 @@ let n = 0;
 
 beforeAll(async () => {
   t = await testApp();
-  counted = connect(t.db.url, 10, (_connection, query) => statements.push(query));
+  counted = connect(t.db.url, 10, { debug: (_connection, query) => statements.push(query) });
   app = buildApp({ ...t.deps, sql: counted });
   await createAttribute(t.db.sql, t.accountId, 'city', 'string');
 });

@@ -29,7 +29,7 @@ const concurrency = config.workerConcurrency;
 
 const db = await resolveDatabaseUrl(config);
 const redis = await resolveRedisUrl(config);
-const sql = connect(db.url, config.databasePoolSize);
+const sql = connect(db.url, config.databasePoolSize, { appName: config.appName });
 const storage = await createStore(config);
 const importQueue = createImportQueue(redis.url);
 
