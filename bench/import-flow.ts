@@ -15,7 +15,7 @@ import type { BenchAccount } from './account';
 import { COLUMNS } from './dataset';
 import type { FileMeta } from './generate';
 import { Progress } from './report';
-import { procKb, resetPeakRss } from './services';
+import { procKb, readOffset, resetPeakRss } from './services';
 
 export interface ImportView {
   id: string;
@@ -155,7 +155,10 @@ export async function runImportFlow(
       if (got.status !== 200) throw new Error(`${label}: GET import answered ${got.status} ${JSON.stringify(got.body)}`);
       view = got.body;
       if (view.status === 'success' || view.status === 'failed') break;
-      progress.update(view.percentComplete ?? 0, `${view.status}${phase !== view.status ? ` / ${phase}` : ''}`);
+      // percentComplete counts merged rows: during read, how far the worker is into the file says more.
+      const offset = phase === 'read' ? await readOffset(ctx.workerPid, id) : undefined;
+      const into = offset === undefined ? '' : ` (${Math.floor((100 * offset) / file.bytes)}% of the file read)`;
+      progress.update(view.percentComplete ?? 0, `${view.status}${phase !== view.status ? ` / ${phase}` : ''}${into}`);
     }
     if (performance.now() > deadline) throw new Error(`${label}: import ${id} not final after ${opts.timeoutSeconds} s (status ${view?.status})`);
     await Bun.sleep(100);

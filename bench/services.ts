@@ -5,7 +5,7 @@
  * under `$DATA_DIR/logs`, so their output costs what it costs in production without flooding the table.
  */
 import { closeSync, openSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, readlink, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
 import { loadConfig, type Config } from '../src/config';
@@ -142,6 +142,23 @@ export async function procKb(pid: number, field: 'VmHWM' | 'VmRSS'): Promise<num
   const text = await readFile(`/proc/${pid}/status`, 'utf8').catch(() => '');
   const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(text);
   return m ? Number(m[1]) : undefined;
+}
+
+/**
+ * How far a process has read into the open file whose path contains `part` (Linux fdinfo `pos`),
+ * or undefined (not open, not Linux, not ours to look at). The read phase's only progress signal:
+ * percentComplete counts merged rows, so it stays 0 while the file is read.
+ */
+export async function readOffset(pid: number, part: string): Promise<number | undefined> {
+  const fds = await readdir(`/proc/${pid}/fd`).catch(() => [] as string[]);
+  for (const fd of fds) {
+    const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
+    if (!target.includes(part)) continue;
+    const info = await readFile(`/proc/${pid}/fdinfo/${fd}`, 'utf8').catch(() => '');
+    const m = /^pos:\s+(\d+)/m.exec(info);
+    if (m) return Number(m[1]);
+  }
+  return undefined;
 }
 
 /** Resets a process's peak RSS (Linux clear_refs "5"), so each import reports its own peak; false when not allowed. */
