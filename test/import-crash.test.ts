@@ -9,25 +9,20 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Sql } from '../src/db';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { importRow, stageImport, tempStore } from './helpers/file-store';
+import { importBed } from './helpers/import-bed';
+import { importRow, stageImport } from './helpers/file-store';
 import { createAccount, createAttribute, createBrand } from './helpers/fixtures';
 
 const ROWS = 300_000;
 const BATCH = 5_000;
 
-let db: TestDatabase;
-let files: Awaited<ReturnType<typeof tempStore>>;
+const bed = importBed();
 let logs: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  files = await tempStore();
   logs = await mkdtemp(join(tmpdir(), 'import-crash-'));
 });
 afterAll(async () => {
-  await db.drop();
-  await files.remove();
   await rm(logs, { recursive: true, force: true });
 });
 
@@ -59,7 +54,7 @@ async function account(sql: Sql): Promise<string> {
 }
 
 function spawnImport(accountId: string, importId: string, name: string) {
-  return Bun.spawn([process.execPath, join(import.meta.dir, 'helpers/run-import.ts'), db.url, files.dir, accountId, importId, String(BATCH)], {
+  return Bun.spawn([process.execPath, join(import.meta.dir, 'helpers/run-import.ts'), bed.db.url, bed.files.dir, accountId, importId, String(BATCH)], {
     stdout: Bun.file(join(logs, `${name}.out`)),
     stderr: Bun.file(join(logs, `${name}.err`)),
   });
@@ -75,7 +70,7 @@ async function until(what: string, check: () => Promise<boolean>, ms = 120_000):
 
 async function stagedRows(importId: string): Promise<number> {
   try {
-    const [r] = await db.sql.unsafe<{ n: number }[]>(`select count(*)::int as n from import_rows_${importId.replaceAll('-', '')}`);
+    const [r] = await bed.db.sql.unsafe<{ n: number }[]>(`select count(*)::int as n from import_rows_${importId.replaceAll('-', '')}`);
     return r!.n;
   } catch {
     return 0; // not created yet
@@ -84,8 +79,8 @@ async function stagedRows(importId: string): Promise<number> {
 
 /** Everything an import leaves behind, with brand ids as names so two accounts compare. */
 async function outcome(accountId: string, importId: string) {
-  const row = await importRow(db.sql, accountId, importId);
-  const [digest] = await db.sql<{ contacts: string; n: number; events: string; e: number }[]>`
+  const row = await importRow(bed.db.sql, accountId, importId);
+  const [digest] = await bed.db.sql<{ contacts: string; n: number; events: string; e: number }[]>`
     select
       (select md5(string_agg(concat_ws('|', c.email_md5, c.email, c.attributes::text, c.enabled, c.first_source,
                                        (select string_agg(b.name, ',' order by x.n) from unnest(c.brand_ids) with ordinality x(id, n)
@@ -103,28 +98,28 @@ async function outcome(accountId: string, importId: string) {
 
 test('a worker killed during read and during merge finishes exactly like an uninterrupted one', async () => {
   const file = csv();
-  const [crashed, reference] = [await account(db.sql), await account(db.sql)];
+  const [crashed, reference] = [await account(bed.db.sql), await account(bed.db.sql)];
   const options = { columns: ['Email', 'firstName', 'score', 'tags', 'Brand'], strategy: 'overwrite' as const, restoreDisabled: true };
-  const crashId = await stageImport(db.sql, files.store, crashed, file, options);
-  const refId = await stageImport(db.sql, files.store, reference, file, options);
+  const crashId = await stageImport(bed.db.sql, bed.files.store, crashed, file, options);
+  const refId = await stageImport(bed.db.sql, bed.files.store, reference, file, options);
 
   // 1. Killed while COPYing into staging.
   let child = spawnImport(crashed, crashId, 'run1');
   await until('rows staged', async () => (await stagedRows(crashId)) > 0);
   child.kill('SIGKILL');
   await child.exited;
-  expect(await importRow(db.sql, crashed, crashId)).toMatchObject({ status: 'importing', phase: 'read' });
+  expect(await importRow(bed.db.sql, crashed, crashId)).toMatchObject({ status: 'importing', phase: 'read' });
   expect(await stagedRows(crashId)).toBeLessThan(ROWS);
 
   // 2. Killed between or inside merge batches.
   child = spawnImport(crashed, crashId, 'run2');
   await until('merge under way', async () => {
-    const r = await importRow(db.sql, crashed, crashId);
+    const r = await importRow(bed.db.sql, crashed, crashId);
     return r.phase === 'merge' && r.checkpoint > 0;
   });
   child.kill('SIGKILL');
   await child.exited;
-  const midway = await importRow(db.sql, crashed, crashId);
+  const midway = await importRow(bed.db.sql, crashed, crashId);
   expect(midway).toMatchObject({ status: 'importing', phase: 'merge' });
   expect(midway.checkpoint).toBeLessThan(midway.rowCount!);
 

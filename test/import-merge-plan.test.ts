@@ -5,30 +5,22 @@
  * 1M-row import did not finish. The plan must probe contacts and seeds through their primary keys
  * per staged row and update by ctid, with no join filter over a whole account anywhere.
  */
-import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { expect, test } from 'bun:test';
 import { join } from 'node:path';
 import { runImport } from '../worker/import/index';
 import { stagingTables } from '../worker/import/staging';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { importRow, stageImport, tempStore, testConfig } from './helpers/file-store';
+import { importBed } from './helpers/import-bed';
+import { importRow, stageImport, testConfig } from './helpers/file-store';
 import { createAccount, createAttribute, createBrand } from './helpers/fixtures';
 
-let db: TestDatabase;
-let files: Awaited<ReturnType<typeof tempStore>>;
+const bed = importBed();
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  files = await tempStore();
-});
-afterAll(async () => {
-  await db.drop();
-  await files.remove();
-});
+
 
 const EXISTING = 3_000;
 
 test('with statistics that predate the account, each staged row is one primary-key probe and updates go by ctid', async () => {
-  const sql = db.sql;
+  const sql = bed.db.sql;
   const other = await createAccount(sql, 'other');
   await sql`
     insert into contacts (account_id, email_md5, email, first_source)
@@ -76,8 +68,8 @@ test('with statistics that predate the account, each staged row is one primary-k
 
   // And the real import of that file ends with the counts the semantics demand.
   const csv = `Email,firstName\n${Array.from({ length: 2 * EXISTING }, (_, i) => `u${i + 1}@example.com,New`).join('\n')}\n`;
-  const stagedId = await stageImport(sql, files.store, id, csv, { columns: ['Email', 'firstName'] });
-  await runImport({ sql, storage: files.store, config: testConfig(1_000) }, id, stagedId);
+  const stagedId = await stageImport(sql, bed.files.store, id, csv, { columns: ['Email', 'firstName'] });
+  await runImport({ sql, storage: bed.files.store, config: testConfig(1_000) }, id, stagedId);
   const row = await importRow(sql, id, stagedId);
   expect(row).toMatchObject({ status: 'success', addedCount: EXISTING, updatedCount: EXISTING - 1, skippedCount: 1 });
 }, 60_000);

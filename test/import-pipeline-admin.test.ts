@@ -6,22 +6,17 @@ import { join } from 'node:path';
 import { AdminError, UsageError } from '../src/cli/admin/args';
 import { importCommand, type ImportFlags } from '../src/cli/admin/import';
 import { connect } from '../src/db';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { importRow, tempStore, testConfig } from './helpers/file-store';
+import { importBed } from './helpers/import-bed';
+import { importRow, testConfig } from './helpers/file-store';
 import { createAccount, createAttribute, createBrand } from './helpers/fixtures';
 
-let db: TestDatabase;
-let files: Awaited<ReturnType<typeof tempStore>>;
+const bed = importBed();
 let dir: string;
 
 beforeAll(async () => {
-  db = await createTestDatabase();
-  files = await tempStore();
   dir = await mkdtemp(join(tmpdir(), 'admin-import-'));
 });
 afterAll(async () => {
-  await db.drop();
-  await files.remove();
   await rm(dir, { recursive: true, force: true });
 });
 
@@ -31,12 +26,12 @@ async function file(content: string | Uint8Array): Promise<string> {
   return path;
 }
 
-const run = (flags: ImportFlags) => importCommand(db.sql, testConfig(2), flags, files.store);
+const run = (flags: ImportFlags) => importCommand(bed.db.sql, testConfig(2), flags, bed.files.store);
 
 async function account() {
-  const id = await createAccount(db.sql);
-  await createAttribute(db.sql, id, 'firstName', 'string');
-  return { id, brand: await createBrand(db.sql, id, 'Alpha') };
+  const id = await createAccount(bed.db.sql);
+  await createAttribute(bed.db.sql, id, 'firstName', 'string');
+  return { id, brand: await createBrand(bed.db.sql, id, 'Alpha') };
 }
 
 describe('admin import', () => {
@@ -44,12 +39,12 @@ describe('admin import', () => {
     const a = await account();
     const path = await file('\uFEFF EMAIL ,FirstName,brand\r\na@example.com,Ann,alpha\r\nb@example.com,Bo,\r\n');
     // The admin CLI's pool has two connections; the pipeline must make do with them.
-    const cliSql = connect(db.url, 2);
-    const { id } = await importCommand(cliSql, testConfig(2), { account: a.id, file: path, strategy: 'keep', brand: [a.brand], 'no-events': true }, files.store).finally(() => cliSql.end());
-    expect(await importRow(db.sql, a.id, id)).toMatchObject({ status: 'success', rowCount: 2, addedCount: 2 });
-    const [imp] = await db.sql`select method, columns, publish_events, duplicate_contact_strategy from contact_imports where id = ${id}`;
+    const cliSql = connect(bed.db.url, 2);
+    const { id } = await importCommand(cliSql, testConfig(2), { account: a.id, file: path, strategy: 'keep', brand: [a.brand], 'no-events': true }, bed.files.store).finally(() => cliSql.end());
+    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({ status: 'success', rowCount: 2, addedCount: 2 });
+    const [imp] = await bed.db.sql`select method, columns, publish_events, duplicate_contact_strategy from contact_imports where id = ${id}`;
     expect(imp).toEqual({ method: 'manual', columns: ['Email', 'firstName', 'Brand'], publish_events: false, duplicate_contact_strategy: 'keep' });
-    const contacts = await db.sql`select email, attributes, first_import_method from contacts where account_id = ${a.id} order by email`;
+    const contacts = await bed.db.sql`select email, attributes, first_import_method from contacts where account_id = ${a.id} order by email`;
     expect([...contacts]).toEqual([
       { email: 'a@example.com', attributes: { firstName: 'Ann' }, first_import_method: 'manual' },
       { email: 'b@example.com', attributes: { firstName: 'Bo' }, first_import_method: 'manual' },
@@ -63,7 +58,7 @@ describe('admin import', () => {
     expect(await run({ account: a.id, file: await file(''), strategy: 'skip' }).catch((e) => e.message)).toContain('empty');
     expect(await run({ account: a.id, file: await file('Email\n'), strategy: 'skip', brand: [crypto.randomUUID()] }).catch((e) => e.message)).toContain('no brand');
     expect(await run({ account: a.id, file: join(dir, 'missing.csv'), strategy: 'skip' }).catch((e) => e.message)).toContain('cannot read');
-    const [n] = await db.sql<{ n: number }[]>`select count(*)::int as n from contact_imports where account_id = ${a.id}`;
+    const [n] = await bed.db.sql<{ n: number }[]>`select count(*)::int as n from contact_imports where account_id = ${a.id}`;
     expect(n!.n).toBe(0);
   });
 
@@ -77,9 +72,9 @@ describe('admin import', () => {
 
   test('another open import of the account is refused', async () => {
     const a = await account();
-    await db.sql`
+    await bed.db.sql`
       insert into contact_imports (account_id, status, method, columns, duplicate_contact_strategy)
-      values (${a.id}, 'awaiting-upload', 'api', ${db.sql.array(['Email'])}, 'skip')`;
+      values (${a.id}, 'awaiting-upload', 'api', ${bed.db.sql.array(['Email'])}, 'skip')`;
     expect(await run({ account: a.id, file: await file('Email\nx@example.com\n'), strategy: 'skip' }).catch((e) => e.message)).toContain('another import is open');
   });
 
@@ -88,7 +83,7 @@ describe('admin import', () => {
     const error = await run({ account: a.id, file: await file(Buffer.from([0x45, 0x6d, 0x61, 0x69, 0x6c, 0x0a, 0xff, 0x0a])), strategy: 'skip' }).catch((e) => e);
     expect(error).toBeInstanceOf(AdminError);
     expect(error.message).toMatch(/^import [0-9a-f-]{36} failed: The file is not UTF-8 text\.$/);
-    const [imp] = await db.sql`select status from contact_imports where account_id = ${a.id}`;
+    const [imp] = await bed.db.sql`select status from contact_imports where account_id = ${a.id}`;
     expect(imp!.status).toBe('failed');
   });
 });

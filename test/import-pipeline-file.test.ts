@@ -2,34 +2,26 @@
  * The import pipeline's file handling, failure modes, events, progress and restarts, against a
  * real database and the local object store.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { describe, expect, test } from 'bun:test';
 import { createHash } from 'node:crypto';
 import type { ObjectStore } from '../src/storage/store';
 import { ImportBusyError, runImport, UnrecoverableImportError } from '../worker/import/index';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { importRow, stageImport, tempStore, testConfig, type ImportOptions } from './helpers/file-store';
+import { importBed } from './helpers/import-bed';
+import { importRow, stageImport, testConfig, type ImportOptions } from './helpers/file-store';
 import { createAccount, createAttribute, createBrand } from './helpers/fixtures';
 
-let db: TestDatabase;
-let files: Awaited<ReturnType<typeof tempStore>>;
+const bed = importBed();
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  files = await tempStore();
-});
-afterAll(async () => {
-  await db.drop();
-  await files.remove();
-});
+
 
 async function account() {
-  const id = await createAccount(db.sql);
-  await createAttribute(db.sql, id, 'firstName', 'string');
-  await createAttribute(db.sql, id, 'age', 'number');
-  await createAttribute(db.sql, id, 'vip', 'boolean');
-  await createAttribute(db.sql, id, 'tags', 'array');
-  await createAttribute(db.sql, id, 'work', 'email');
-  return { id, alpha: await createBrand(db.sql, id, 'Alpha'), semi: await createBrand(db.sql, id, 'Beta;Gamma'), delta: await createBrand(db.sql, id, 'Delta') };
+  const id = await createAccount(bed.db.sql);
+  await createAttribute(bed.db.sql, id, 'firstName', 'string');
+  await createAttribute(bed.db.sql, id, 'age', 'number');
+  await createAttribute(bed.db.sql, id, 'vip', 'boolean');
+  await createAttribute(bed.db.sql, id, 'tags', 'array');
+  await createAttribute(bed.db.sql, id, 'work', 'email');
+  return { id, alpha: await createBrand(bed.db.sql, id, 'Alpha'), semi: await createBrand(bed.db.sql, id, 'Beta;Gamma'), delta: await createBrand(bed.db.sql, id, 'Delta') };
 }
 
 interface RunOptions extends Partial<ImportOptions> {
@@ -39,30 +31,30 @@ interface RunOptions extends Partial<ImportOptions> {
 }
 
 async function stage(accountId: string, csv: string | Uint8Array, o: RunOptions = {}) {
-  return stageImport(db.sql, files.store, accountId, csv, { ...o, columns: o.columns ?? ['Email', 'firstName'] });
+  return stageImport(bed.db.sql, bed.files.store, accountId, csv, { ...o, columns: o.columns ?? ['Email', 'firstName'] });
 }
 
 function run(accountId: string, id: string, o: RunOptions = {}) {
-  return runImport({ sql: db.sql, storage: o.storage ?? files.store, config: testConfig(o.batch ?? 3), log: o.log }, accountId, id);
+  return runImport({ sql: bed.db.sql, storage: o.storage ?? bed.files.store, config: testConfig(o.batch ?? 3), log: o.log }, accountId, id);
 }
 
 async function importCsv(accountId: string, csv: string | Uint8Array, o: RunOptions = {}) {
   const id = await stage(accountId, csv, o);
   await run(accountId, id, o);
-  return { id, row: await importRow(db.sql, accountId, id) };
+  return { id, row: await importRow(bed.db.sql, accountId, id) };
 }
 
 async function attributesOf(accountId: string) {
-  const rows = await db.sql<{ email: string; attributes: Record<string, unknown> }[]>`
+  const rows = await bed.db.sql<{ email: string; attributes: Record<string, unknown> }[]>`
     select email, attributes from contacts where account_id = ${accountId} order by email`;
   return Object.fromEntries(rows.map((r) => [r.email, r.attributes]));
 }
 
 async function leftovers(accountId: string, id: string) {
   const hex = id.replaceAll('-', '');
-  const [t] = await db.sql<{ n: number }[]>`select count(*)::int as n from pg_class where relname like ${`import_%_${hex}`}`;
-  const [b] = await db.sql<{ n: number }[]>`select count(*)::int as n from bulk_operations where account_id = ${accountId}`;
-  const object = await files.store.head(`contact-imports/${accountId}/${id}.csv`);
+  const [t] = await bed.db.sql<{ n: number }[]>`select count(*)::int as n from pg_class where relname like ${`import_%_${hex}`}`;
+  const [b] = await bed.db.sql<{ n: number }[]>`select count(*)::int as n from bulk_operations where account_id = ${accountId}`;
+  const object = await bed.files.store.head(`contact-imports/${accountId}/${id}.csv`);
   return { tables: t!.n, bulkOperations: b!.n, object: object !== undefined };
 }
 
@@ -113,12 +105,12 @@ describe('file format', () => {
 describe('brands', () => {
   test('names in any case, ids, \\; in names, repeats once; import brands added; unknown or deleted brands are malformed', async () => {
     const a = await account();
-    const gone = await createBrand(db.sql, a.id, 'Gone');
-    await db.sql`update brands set deleted_at = now() where id = ${gone}`;
+    const gone = await createBrand(bed.db.sql, a.id, 'Gone');
+    await bed.db.sql`update brands set deleted_at = now() where id = ${gone}`;
     const csv = ['Email,Brand', `a@example.com,ALPHA;${a.alpha.toUpperCase()};beta\\;gamma`, 'b@example.com,', 'c@example.com,Nobody', 'd@example.com,gone', `e@example.com,${gone}`].join('\n');
     const { row } = await importCsv(a.id, csv, { columns: ['Email', 'Brand'], brandIds: [a.delta] });
     expect(row).toMatchObject({ rowCount: 2, addedCount: 2, malformedCount: 3 });
-    const brands = await db.sql<{ email: string; b: string[] }[]>`select email, brand_ids::text[] as b from contacts where account_id = ${a.id} order by email`;
+    const brands = await bed.db.sql<{ email: string; b: string[] }[]>`select email, brand_ids::text[] as b from contacts where account_id = ${a.id} order by email`;
     expect([...brands]).toEqual([
       { email: 'a@example.com', b: [a.alpha, a.semi, a.delta] },
       { email: 'b@example.com', b: [a.delta] },
@@ -129,9 +121,9 @@ describe('brands', () => {
 describe('brand-subscribe events', () => {
   async function setup() {
     const a = await account();
-    await db.sql`
+    await bed.db.sql`
       insert into contacts (account_id, email_md5, email, brand_ids, first_source)
-      values (${a.id}, md5('old@example.com')::uuid, 'old@example.com', ${db.sql.array([a.alpha])}::uuid[], 'api')`;
+      values (${a.id}, md5('old@example.com')::uuid, 'old@example.com', ${bed.db.sql.array([a.alpha])}::uuid[], 'api')`;
     return a;
   }
   const csv = () => `Email,Brand\nnew@example.com,Alpha;Delta\nold@example.com,alpha;delta\nsame@example.com,\n`;
@@ -139,7 +131,7 @@ describe('brand-subscribe events', () => {
   test('one event per brand newly assigned, written by the import', async () => {
     const a = await setup();
     const { id } = await importCsv(a.id, csv(), { columns: ['Email', 'Brand'] });
-    const events = await db.sql<{ email: string; brand: string; source: string; importId: string }[]>`
+    const events = await bed.db.sql<{ email: string; brand: string; source: string; importId: string }[]>`
       select c.email, e.brand_id::text as brand, e.source, e.import_id::text as "importId"
       from brand_subscribe_events e
       cross join lateral unnest(e.email_md5s) as m(email_md5)
@@ -175,7 +167,7 @@ describe('brand-subscribe events', () => {
     const { id, row } = await importCsv(a.id, csv, { columns: ['Email', 'Brand'], batch: 4, log });
     expect(row).toMatchObject({ status: 'success', rowCount: 11, addedCount: 10, updatedCount: 1 });
 
-    const rows = await db.sql<{ brand: string; md5s: string[]; source: string; importId: string }[]>`
+    const rows = await bed.db.sql<{ brand: string; md5s: string[]; source: string; importId: string }[]>`
       select brand_id::text as brand, email_md5s::text[] as md5s, source, import_id::text as "importId"
       from brand_subscribe_events where account_id = ${a.id} order by id`;
     const sets = rows.map((r) => ({ ...r, md5s: r.md5s.map((m) => m.replaceAll('-', '')) }));
@@ -196,7 +188,7 @@ describe('brand-subscribe events', () => {
   test('none when publishBrandSubscribeEvents is false', async () => {
     const a = await setup();
     await importCsv(a.id, csv(), { columns: ['Email', 'Brand'], publishEvents: false });
-    const [n] = await db.sql<{ n: number }[]>`select count(*)::int as n from brand_subscribe_events, unnest(email_md5s) where account_id = ${a.id}`;
+    const [n] = await bed.db.sql<{ n: number }[]>`select count(*)::int as n from brand_subscribe_events, unnest(email_md5s) where account_id = ${a.id}`;
     expect(n!.n).toBe(0);
   });
 });
@@ -207,13 +199,13 @@ describe('failures', () => {
     const id = await stage(a.id, csv, o);
     const error = await run(a.id, id, o).catch((e) => e);
     expect(error).toBeInstanceOf(UnrecoverableImportError);
-    expect(await importRow(db.sql, a.id, id)).toMatchObject({ status: 'failed', failureReason: reason, percentComplete: null });
-    const [c] = await db.sql<{ n: number }[]>`select count(*)::int as n from contacts where account_id = ${a.id}`;
+    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({ status: 'failed', failureReason: reason, percentComplete: null });
+    const [c] = await bed.db.sql<{ n: number }[]>`select count(*)::int as n from contacts where account_id = ${a.id}`;
     expect(c!.n).toBe(0);
     expect(await leftovers(a.id, id)).toEqual({ tables: 0, bulkOperations: 0, object: false });
     // A later delivery of the same job changes nothing.
     await run(a.id, id, o);
-    expect((await importRow(db.sql, a.id, id)).status).toBe('failed');
+    expect((await importRow(bed.db.sql, a.id, id)).status).toBe('failed');
   }
 
   test('a header that does not match the declared columns, naming the first mismatch', async () => {
@@ -242,9 +234,9 @@ describe('failures', () => {
   test('an object that is gone', async () => {
     const a = await account();
     const id = await stage(a.id, 'Email,firstName\nx@example.com,X\n');
-    await files.store.remove(`contact-imports/${a.id}/${id}.csv`);
+    await bed.files.store.remove(`contact-imports/${a.id}/${id}.csv`);
     expect(await run(a.id, id).catch((e) => e)).toBeInstanceOf(UnrecoverableImportError);
-    expect((await importRow(db.sql, a.id, id)).failureReason).toContain('could not be read');
+    expect((await importRow(bed.db.sql, a.id, id)).failureReason).toContain('could not be read');
   });
 });
 
@@ -266,11 +258,11 @@ describe('progress and restarts', () => {
       if (m === 'import deduplicated') throw new Error('worker died');
     };
     await run(a.id, id, { log: stopAfterDedupe }).catch(() => {});
-    expect(await importRow(db.sql, a.id, id)).toMatchObject({ status: 'importing', phase: 'merge', rowCount: 2, percentComplete: 0 });
+    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({ status: 'importing', phase: 'merge', rowCount: 2, percentComplete: 0 });
     const seen: number[] = [];
     await run(a.id, id, { log: (m, f) => m === 'import merge batch' && seen.push((f as { percentComplete: number }).percentComplete) });
     expect(seen).toEqual([100]);
-    expect(await importRow(db.sql, a.id, id)).toMatchObject({ status: 'success', rowCount: 2, addedCount: 2, percentComplete: null });
+    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({ status: 'success', rowCount: 2, addedCount: 2, percentComplete: null });
   });
 
   test('a run stopped after a batch resumes at its checkpoint: counts and events exactly once', async () => {
@@ -283,14 +275,14 @@ describe('progress and restarts', () => {
     expect(await run(a.id, id, { log: crash }).catch((e) => e)).not.toBeInstanceOf(UnrecoverableImportError);
     // Stopped between batches: still importing, the first batch committed (and the second, which
     // was in flight beside it and may have committed too), single writes held.
-    const between = await importRow(db.sql, a.id, id);
+    const between = await importRow(bed.db.sql, a.id, id);
     expect(between).toMatchObject({ status: 'importing', phase: 'merge' });
     expect([3, 6]).toContain(between.checkpoint);
     expect(between).toMatchObject({ addedCount: between.checkpoint, percentComplete: Math.floor((100 * between.checkpoint) / 8) });
     expect((await leftovers(a.id, id)).bulkOperations).toBe(1);
     await run(a.id, id);
-    expect(await importRow(db.sql, a.id, id)).toMatchObject({ status: 'success', rowCount: 8, addedCount: 8, updatedCount: 0, skippedCount: 0 });
-    const [e] = await db.sql<{ n: number }[]>`select count(*)::int as n from brand_subscribe_events, unnest(email_md5s) where import_id = ${id}`;
+    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({ status: 'success', rowCount: 8, addedCount: 8, updatedCount: 0, skippedCount: 0 });
+    const [e] = await bed.db.sql<{ n: number }[]>`select count(*)::int as n from brand_subscribe_events, unnest(email_md5s) where import_id = ${id}`;
     expect(e!.n).toBe(8);
     expect(await leftovers(a.id, id)).toEqual({ tables: 0, bulkOperations: 0, object: false });
   });
@@ -299,23 +291,23 @@ describe('progress and restarts', () => {
     const a = await account();
     const id = await stage(a.id, rows(5));
     let fail = true;
-    const flaky: ObjectStore = Object.assign(Object.create(files.store), {
+    const flaky: ObjectStore = Object.assign(Object.create(bed.files.store), {
       async read(key: string, etag?: string) {
         if (fail) throw new Error('socket hang up');
-        return files.store.read(key, etag);
+        return bed.files.store.read(key, etag);
       },
     });
     expect(await run(a.id, id, { storage: flaky }).catch((e) => e)).toHaveProperty('message', 'socket hang up');
-    expect(await importRow(db.sql, a.id, id)).toMatchObject({ status: 'importing', phase: 'read' });
+    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({ status: 'importing', phase: 'read' });
     fail = false;
     await run(a.id, id, { storage: flaky });
-    expect(await importRow(db.sql, a.id, id)).toMatchObject({ status: 'success', rowCount: 5, addedCount: 5 });
+    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({ status: 'success', rowCount: 5, addedCount: 5 });
   });
 
   test('a second delivery while the import runs elsewhere is refused as busy', async () => {
     const a = await account();
     const id = await stage(a.id, rows(2));
-    const other = await db.sql.reserve();
+    const other = await bed.db.sql.reserve();
     try {
       await other`select pg_advisory_lock(hashtextextended(${`contact-import:${id}`}, 0))`;
       expect(await run(a.id, id).catch((e) => e)).toBeInstanceOf(ImportBusyError);
@@ -324,15 +316,15 @@ describe('progress and restarts', () => {
       other.release();
     }
     await run(a.id, id);
-    expect((await importRow(db.sql, a.id, id)).status).toBe('success');
+    expect((await importRow(bed.db.sql, a.id, id)).status).toBe('success');
   });
 
   test('a finished import is not imported again', async () => {
     const a = await account();
     const { id } = await importCsv(a.id, rows(4));
-    const before = await db.sql`select email_md5, updated_at from contacts where account_id = ${a.id} order by 1`;
+    const before = await bed.db.sql`select email_md5, updated_at from contacts where account_id = ${a.id} order by 1`;
     await run(a.id, id);
-    expect(await db.sql`select email_md5, updated_at from contacts where account_id = ${a.id} order by 1`).toEqual(before);
-    expect(await importRow(db.sql, a.id, id)).toMatchObject({ status: 'success', addedCount: 4 });
+    expect(await bed.db.sql`select email_md5, updated_at from contacts where account_id = ${a.id} order by 1`).toEqual(before);
+    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({ status: 'success', addedCount: 4 });
   });
 });

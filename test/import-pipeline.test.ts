@@ -2,23 +2,15 @@
  * The import pipeline (worker/import) against a real database and the local object store: counts,
  * the strategy tables, cells, brands, seeds, events, file format and failure modes.
  */
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { describe, expect, test } from 'bun:test';
 import { runImport, UnrecoverableImportError } from '../worker/import/index';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { importRow, stageImport, tempStore, testConfig, type ImportOptions } from './helpers/file-store';
+import { importBed } from './helpers/import-bed';
+import { importRow, stageImport, testConfig, type ImportOptions } from './helpers/file-store';
 import { createAccount, createAttribute, createBrand } from './helpers/fixtures';
 
-let db: TestDatabase;
-let files: Awaited<ReturnType<typeof tempStore>>;
+const bed = importBed();
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  files = await tempStore();
-});
-afterAll(async () => {
-  await db.drop();
-  await files.remove();
-});
+
 
 interface Account {
   id: string;
@@ -29,18 +21,18 @@ interface Account {
 
 /** An account with one attribute of each type and three brands, one with a `;` in its name. */
 async function account(): Promise<Account> {
-  const id = await createAccount(db.sql);
+  const id = await createAccount(bed.db.sql);
   for (const [name, type] of [['firstName', 'string'], ['lastName', 'string'], ['age', 'number'], ['vip', 'boolean'], ['tags', 'array'], ['work', 'email']]) {
-    await createAttribute(db.sql, id, name!, type!);
+    await createAttribute(bed.db.sql, id, name!, type!);
   }
-  return { id, alpha: await createBrand(db.sql, id, 'Alpha'), semi: await createBrand(db.sql, id, 'Beta;Gamma'), delta: await createBrand(db.sql, id, 'Delta') };
+  return { id, alpha: await createBrand(bed.db.sql, id, 'Alpha'), semi: await createBrand(bed.db.sql, id, 'Beta;Gamma'), delta: await createBrand(bed.db.sql, id, 'Delta') };
 }
 
 async function importCsv(accountId: string, csv: string | Uint8Array, o: Partial<ImportOptions> & { batch?: number } = {}) {
   const columns = o.columns ?? csvHeader(csv);
-  const id = await stageImport(db.sql, files.store, accountId, csv, { ...o, columns });
-  await runImport({ sql: db.sql, storage: files.store, config: testConfig(o.batch ?? 3) }, accountId, id);
-  return { id, row: await importRow(db.sql, accountId, id) };
+  const id = await stageImport(bed.db.sql, bed.files.store, accountId, csv, { ...o, columns });
+  await runImport({ sql: bed.db.sql, storage: bed.files.store, config: testConfig(o.batch ?? 3) }, accountId, id);
+  return { id, row: await importRow(bed.db.sql, accountId, id) };
 }
 
 /** Canonical column names from a test file's first line (tests write the header in canonical case). */
@@ -50,7 +42,7 @@ function csvHeader(csv: string | Uint8Array): string[] {
 }
 
 async function contact(accountId: string, email: string) {
-  const [row] = await db.sql<
+  const [row] = await bed.db.sql<
     { email: string; attributes: Record<string, unknown>; brandIds: string[]; enabled: boolean; firstSource: string; firstImportId: string | null; firstImportMethod: string | null; updatedAt: Date }[]
   >`
     select email, attributes, brand_ids::text[] as "brandIds", enabled, first_source as "firstSource",
@@ -60,14 +52,14 @@ async function contact(accountId: string, email: string) {
 }
 
 async function existing(accountId: string, email: string, o: { attributes?: object; brandIds?: string[]; enabled?: boolean } = {}) {
-  await db.sql`
+  await bed.db.sql`
     insert into contacts (account_id, email_md5, email, attributes, brand_ids, enabled, first_source, updated_at)
-    values (${accountId}, md5(lower(${email}))::uuid, ${email}, ${db.sql.json((o.attributes ?? {}) as never)},
-            ${db.sql.array(o.brandIds ?? [])}::uuid[], ${o.enabled ?? true}, 'api', '2020-01-01T00:00:00Z')`;
+    values (${accountId}, md5(lower(${email}))::uuid, ${email}, ${bed.db.sql.json((o.attributes ?? {}) as never)},
+            ${bed.db.sql.array(o.brandIds ?? [])}::uuid[], ${o.enabled ?? true}, 'api', '2020-01-01T00:00:00Z')`;
 }
 
 async function events(accountId: string) {
-  return db.sql<{ email: string; brandId: string; source: string; importId: string }[]>`
+  return bed.db.sql<{ email: string; brandId: string; source: string; importId: string }[]>`
     select c.email, e.brand_id::text as "brandId", e.source, e.import_id::text as "importId"
     from brand_subscribe_events e
     cross join lateral unnest(e.email_md5s) as m(email_md5)
@@ -208,7 +200,7 @@ describe('strategies against a disabled contact', () => {
 describe('seeds', () => {
   test('a row for a seed address is skipped and no contact is created', async () => {
     const a = await account();
-    await db.sql`insert into seed_addresses (account_id, email_md5, email) values (${a.id}, md5('seed@example.com')::uuid, 'seed@example.com')`;
+    await bed.db.sql`insert into seed_addresses (account_id, email_md5, email) values (${a.id}, md5('seed@example.com')::uuid, 'seed@example.com')`;
     const { row } = await importCsv(a.id, 'Email,firstName\nSeed@Example.com,S\nx@example.com,X\n');
     expect(row).toMatchObject({ rowCount: 2, addedCount: 1, skippedCount: 1 });
     expect(await contact(a.id, 'seed@example.com')).toBeUndefined();

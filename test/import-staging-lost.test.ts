@@ -4,31 +4,23 @@
  * `dedupe` phase. The import must notice and read the file again, never merge the empty table as if
  * the file had no rows.
  */
-import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { expect, test } from 'bun:test';
 import { runImport } from '../worker/import/index';
 import { StagingLostError } from '../worker/import/dedupe';
-import { createTestDatabase, type TestDatabase } from './helpers/db';
-import { importRow, stageImport, tempStore, testConfig } from './helpers/file-store';
+import { importBed } from './helpers/import-bed';
+import { importRow, stageImport, testConfig } from './helpers/file-store';
 import { createAccount, createAttribute } from './helpers/fixtures';
 
-let db: TestDatabase;
-let files: Awaited<ReturnType<typeof tempStore>>;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  files = await tempStore();
-});
-afterAll(async () => {
-  await db.drop();
-  await files.remove();
-});
+const bed = importBed();
+
 
 test('staged rows wiped after the read phase (as by a server crash) are read again; counts are exact', async () => {
-  const accountId = await createAccount(db.sql);
-  await createAttribute(db.sql, accountId, 'firstName', 'string');
+  const accountId = await createAccount(bed.db.sql);
+  await createAttribute(bed.db.sql, accountId, 'firstName', 'string');
   const csv = 'Email,firstName\na@example.com,A\nb@example.com,B\na@example.com,A2\nnot-an-email,X\nc@example.com,C\n';
-  const id = await stageImport(db.sql, files.store, accountId, csv, { columns: ['Email', 'firstName'] });
+  const id = await stageImport(bed.db.sql, bed.files.store, accountId, csv, { columns: ['Email', 'firstName'] });
   // Wipes the staging table in the very commit that moves the import to dedupe, once.
-  await db.sql.unsafe(`
+  await bed.db.sql.unsafe(`
     create table wipe_once (done boolean not null);
     insert into wipe_once values (false);
     create function wipe_staging() returns trigger language plpgsql as $$
@@ -41,33 +33,33 @@ test('staged rows wiped after the read phase (as by a server crash) are read aga
     end $$;
     create trigger wipe_staging after update of phase on contact_imports
       for each row when (old.phase = 'read' and new.phase = 'dedupe') execute function wipe_staging();`);
-  const deps = { sql: db.sql, storage: files.store, config: testConfig(2) };
+  const deps = { sql: bed.db.sql, storage: bed.files.store, config: testConfig(2) };
 
   await expect(runImport(deps, accountId, id)).rejects.toBeInstanceOf(StagingLostError);
-  const between = await importRow(db.sql, accountId, id);
+  const between = await importRow(bed.db.sql, accountId, id);
   expect(between).toMatchObject({ status: 'importing' });
-  const [{ phase }] = (await db.sql`select phase from contact_imports where id = ${id}`) as unknown as [{ phase: string }];
+  const [{ phase }] = (await bed.db.sql`select phase from contact_imports where id = ${id}`) as unknown as [{ phase: string }];
   expect(phase).toBe('read');
 
   await runImport(deps, accountId, id);
-  const done = await importRow(db.sql, accountId, id);
+  const done = await importRow(bed.db.sql, accountId, id);
   expect(done).toMatchObject({ status: 'success', rowCount: 3, addedCount: 3, malformedCount: 1, duplicateInFileCount: 1 });
-  const names = await db.sql<{ v: string }[]>`select attributes->>'firstName' as v from contacts where account_id = ${accountId} order by email`;
+  const names = await bed.db.sql<{ v: string }[]>`select attributes->>'firstName' as v from contacts where account_id = ${accountId} order by email`;
   expect(names.map((r) => r.v)).toEqual(['A2', 'B', 'C']);
 });
 
 test('staging wiped in the middle of the merge (as by a server crash): read again, the plan rebuilt, the merge goes on from its checkpoint with exact counts', async () => {
-  const accountId = await createAccount(db.sql);
-  await createAttribute(db.sql, accountId, 'firstName', 'string');
+  const accountId = await createAccount(bed.db.sql);
+  await createAttribute(bed.db.sql, accountId, 'firstName', 'string');
   // e03 exists already: it is updated in whichever batch its md5 falls, before or after the wipe.
-  await db.sql`
+  await bed.db.sql`
     insert into contacts (account_id, email_md5, email, attributes, first_source)
     values (${accountId}, md5('e03@example.com')::uuid, 'e03@example.com', '{"firstName":"Old"}', 'api')`;
   const emails = Array.from({ length: 10 }, (_, i) => `e${String(i).padStart(2, '0')}@example.com`);
   const csv = `Email,firstName\n${emails.map((e) => `${e},First`).join('\n')}\ne05@example.com,Last\nbad,X\n`;
-  const id = await stageImport(db.sql, files.store, accountId, csv, { columns: ['Email', 'firstName'] });
+  const id = await stageImport(bed.db.sql, bed.files.store, accountId, csv, { columns: ['Email', 'firstName'] });
   // The second batch's commit fails once: the worker stops with the first batch merged.
-  await db.sql.unsafe(`
+  await bed.db.sql.unsafe(`
     create sequence fail_once; -- not transactional: the rollback of the failing batch keeps it moved
     create function fail_second_batch() returns trigger language plpgsql as $$
     begin
@@ -78,22 +70,22 @@ test('staging wiped in the middle of the merge (as by a server crash): read agai
     end $$;
     create trigger fail_second_batch before update of checkpoint on contact_imports
       for each row execute function fail_second_batch();`);
-  const deps = { sql: db.sql, storage: files.store, config: testConfig(3) };
+  const deps = { sql: bed.db.sql, storage: bed.files.store, config: testConfig(3) };
   await expect(runImport(deps, accountId, id)).rejects.toThrow();
-  const between = await importRow(db.sql, accountId, id);
+  const between = await importRow(bed.db.sql, accountId, id);
   expect(between).toMatchObject({ status: 'importing', rowCount: 10 });
   const hex = id.replaceAll('-', '');
   // What a PostgreSQL crash does to unlogged tables: empty, still there.
-  await db.sql.unsafe(`truncate import_merge_${hex}`);
+  await bed.db.sql.unsafe(`truncate import_merge_${hex}`);
 
   await runImport(deps, accountId, id);
-  const done = await importRow(db.sql, accountId, id);
+  const done = await importRow(bed.db.sql, accountId, id);
   expect(done).toMatchObject({ status: 'success', rowCount: 10, addedCount: 9, updatedCount: 1, skippedCount: 0, malformedCount: 1, duplicateInFileCount: 1 });
-  const rows = await db.sql<{ email: string; v: string }[]>`
+  const rows = await bed.db.sql<{ email: string; v: string }[]>`
     select email, attributes->>'firstName' as v from contacts where account_id = ${accountId} order by email`;
   expect(rows.map((r) => r.email)).toEqual(emails);
   expect(rows.find((r) => r.email === 'e05@example.com')?.v).toBe('Last');
   expect(rows.every((r) => r.v === (r.email === 'e05@example.com' ? 'Last' : 'First'))).toBe(true);
-  const [{ n }] = (await db.sql`select count(*)::int as n from pg_class where relname like ${`import_%_${hex}`}`) as unknown as [{ n: number }];
+  const [{ n }] = (await bed.db.sql`select count(*)::int as n from pg_class where relname like ${`import_%_${hex}`}`) as unknown as [{ n: number }];
   expect(n).toBe(0);
 });
