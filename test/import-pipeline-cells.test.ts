@@ -56,6 +56,13 @@ describe('cells', () => {
     expect(read(['a@b.co', '', '', 'maybe', '', '', ''])).toBeUndefined();
     expect(read(['a@b.co', '', '', '', '', 'not-an-address', ''])).toBeUndefined();
     expect(read(['a@b.co', 'nul\0', '', '', '', '', ''])).toBeUndefined();
+    // A NUL in a cell of any type makes the row malformed (PostgreSQL cannot store it).
+    const withNul = ['a\0@b.co', 'x\0', '4\0', 'yes\0', 'a;b\0', 'w\0@x.io', 'Alpha\0'];
+    for (let i = 0; i < withNul.length; i++) {
+      const cells = ['a@b.co', '', '', '', '', '', ''];
+      cells[i] = withNul[i]!;
+      expect(read(cells)).toBeUndefined();
+    }
   });
 
   test('text survives COPY escaping: quotes, backslashes, tabs, newlines, non-ASCII', () => {
