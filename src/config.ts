@@ -37,6 +37,9 @@ export type StorageConfig =
       readonly forcePathStyle: boolean;
     };
 
+/** PostgreSQL application_name when APP_NAME is not set (and for tools that read no config). */
+export const DEFAULT_APP_NAME = 'contact-service';
+
 export class ConfigError extends Error {}
 
 function int(env: Record<string, string | undefined>, name: string, fallback: number, min: number, max: number): number {
@@ -104,7 +107,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     workerConcurrency: int(env, 'WORKER_CONCURRENCY', 1, 1, 64),
     logLevel,
     migrateOnStart: bool(env, 'MIGRATE_ON_START', true),
-    appName: nonEmpty(env, 'APP_NAME') ?? 'contact-service',
+    appName: nonEmpty(env, 'APP_NAME') ?? DEFAULT_APP_NAME,
   });
 }
 

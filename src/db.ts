@@ -1,4 +1,5 @@
 import postgres from 'postgres';
+import { DEFAULT_APP_NAME } from './config';
 
 export type Sql = postgres.Sql<{}>;
 export type Tx = postgres.TransactionSql<{}>;
@@ -23,6 +24,6 @@ export function connect(
     types: {
       bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
     },
-    connection: { application_name: options.appName ?? 'contact-service' },
+    connection: { application_name: options.appName ?? DEFAULT_APP_NAME },
   }) as unknown as Sql;
 }

@@ -64,6 +64,14 @@ async function newContact(key: string): Promise<string> {
   return md5(email);
 }
 
+/** A new key of `account` and a contact it created, both in the caches. */
+async function warmKeyAndContact(account = t.accountId): Promise<{ key: string; contact: string }> {
+  const key = await createKey(t.db.sql, account);
+  const contact = await newContact(key);
+  await warm(key, `/v1/contacts/${contact}`);
+  return { key, contact };
+}
+
 const uuidOfKey = (key: string) => {
   const hex = /^ck_([0-9a-f]{32})_/.exec(key)![1]!;
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
@@ -71,9 +79,7 @@ const uuidOfKey = (key: string) => {
 
 describe('round trips once the caches are warm', () => {
   test('GET, POST of a new email and PATCH are one statement each', async () => {
-    const key = await createKey(t.db.sql, t.accountId);
-    const contact = await newContact(key);
-    await warm(key, `/v1/contacts/${contact}`);
+    const { key, contact } = await warmKeyAndContact();
     expect((await call('GET', `/v1/contacts/${contact}`, key)).sent).toHaveLength(1);
     const posted = await call('POST', '/v1/contacts', key, { email: fresh(), attributes: { city: 'Oslo' } });
     expect(posted.status).toBe(201);
@@ -98,9 +104,7 @@ describe('a change committed before a request is always seen (50 times each, cac
 
   test('a key revoked by SQL is 401 at once, on GET, POST and PATCH', async () => {
     for (let i = 0; i < ROUNDS; i++) {
-      const key = await createKey(t.db.sql, t.accountId);
-      const contact = await newContact(key);
-      await warm(key, `/v1/contacts/${contact}`);
+      const { key, contact } = await warmKeyAndContact();
       await t.db.sql`update api_keys set revoked_at = now() where id = ${uuidOfKey(key)}`;
       const [get, post, patch] = [
         await call('GET', `/v1/contacts/${contact}`, key),
@@ -114,9 +118,7 @@ describe('a change committed before a request is always seen (50 times each, cac
 
   test('a key revoked by SQL is 401 at once even when the request is malformed (401 before 400)', async () => {
     for (let i = 0; i < ROUNDS; i++) {
-      const key = await createKey(t.db.sql, t.accountId);
-      const contact = await newContact(key);
-      await warm(key, `/v1/contacts/${contact}`);
+      const { key, contact } = await warmKeyAndContact();
       await t.db.sql`update api_keys set revoked_at = now() where id = ${uuidOfKey(key)}`;
       expectProblem(await call('POST', '/v1/contacts', key, { email: 'not an email' }), 401, 'authentication_error');
       expectProblem(await call('GET', '/v1/contacts/not-an-md5', key), 401, 'authentication_error');
@@ -127,9 +129,7 @@ describe('a change committed before a request is always seen (50 times each, cac
   test('a key whose account is suspended by SQL is 403 at once', async () => {
     for (let i = 0; i < ROUNDS; i++) {
       const account = await createAccount(t.db.sql, `Suspended ${i}`);
-      const key = await createKey(t.db.sql, account);
-      const contact = await newContact(key);
-      await warm(key, `/v1/contacts/${contact}`);
+      const { key, contact } = await warmKeyAndContact(account);
       await t.db.sql`update accounts set suspended_at = now() where id = ${account}`;
       expectProblem(await call('GET', `/v1/contacts/${contact}`, key), 403, 'permission_error');
       expectProblem(await call('POST', '/v1/contacts', key, { email: fresh() }), 403, 'permission_error');
@@ -139,9 +139,7 @@ describe('a change committed before a request is always seen (50 times each, cac
 
   test('a scope removed by SQL is 403 at once; a secret changed by SQL is 401 at once', async () => {
     for (let i = 0; i < ROUNDS; i++) {
-      const key = await createKey(t.db.sql, t.accountId);
-      const contact = await newContact(key);
-      await warm(key, `/v1/contacts/${contact}`);
+      const { key, contact } = await warmKeyAndContact();
       await t.db.sql`update api_keys set scopes = array['contacts:write'] where id = ${uuidOfKey(key)}`;
       expectProblem(await call('GET', `/v1/contacts/${contact}`, key), 403, 'permission_error');
       expect((await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { city: 'ok' } })).status).toBe(200);
@@ -193,9 +191,7 @@ describe('notifications keep the caches fresh', () => {
       select pid from pg_stat_activity where datname = current_database() and query ilike 'listen%cache_invalidation%'`)[0]?.pid;
 
   test('a revoked key is dropped from the cache without waiting for its TTL', async () => {
-    const key = await createKey(t.db.sql, t.accountId);
-    const contact = await newContact(key);
-    await warm(key, `/v1/contacts/${contact}`);
+    const { key, contact } = await warmKeyAndContact();
     await t.db.sql`update api_keys set revoked_at = now() where id = ${uuidOfKey(key)}`;
     // Once the notification is in, the refusal costs only the key lookup: the cache no longer
     // vouches for the key, so no one-statement attempt is made first.
@@ -207,9 +203,7 @@ describe('notifications keep the caches fresh', () => {
   });
 
   test('after the listener reconnects the caches start empty', async () => {
-    const key = await createKey(t.db.sql, t.accountId);
-    const contact = await newContact(key);
-    await warm(key, `/v1/contacts/${contact}`);
+    const { key, contact } = await warmKeyAndContact();
     const before = await listenerPid();
     expect(before).toBeDefined();
     await t.db.sql`select pg_terminate_backend(${before!})`;

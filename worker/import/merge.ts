@@ -9,8 +9,6 @@ const SQL_DIR = join(import.meta.dir, '../../sql/merge');
 const ASSUMED_ROWS_PER_SECOND = 20_000;
 /** In-process retries of a batch that lost a deadlock or serialization race before giving up to the queue. */
 const RACE_RETRIES = 3;
-/** Batches in flight at once when the caller does not say (IMPORT_MERGE_CONCURRENCY). */
-const DEFAULT_CONCURRENCY = 2;
 
 /** What one batch's statement returns: rows read from the merge table and what became of them. */
 interface BatchCounts {
@@ -78,7 +76,7 @@ function batchKey(importId: string, lo: number): string {
  * Returns false when the import stopped being a running merge under us (failed or finished by
  * another hand); the caller then leaves it alone.
  */
-export async function mergePhase(p: Pipeline, conn: Sql, concurrency = DEFAULT_CONCURRENCY): Promise<boolean> {
+export async function mergePhase(p: Pipeline, conn: Sql, concurrency: number): Promise<boolean> {
   const { sql, job } = p;
   const rowCount = job.rowCount ?? 0;
   const table = stagingTables(job.id).merge;

@@ -11,7 +11,7 @@ export interface StagingTables {
 }
 
 /**
- * The per-import staging relations. Names are built from the import id alone (checked to be a
+ * The per-import staging tables. Names are built from the import id alone (checked to be a
  * uuid, so only hex digits reach the SQL text), which makes every step that creates or drops them
  * idempotent across restarts and workers.
  */
