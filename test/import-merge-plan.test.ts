@@ -43,7 +43,7 @@ test('with statistics that predate the account, each staged row is one primary-k
   const table = stagingTables(importId).merge;
   await sql.unsafe(`
     create unlogged table ${table} as
-    select row_number() over (order by md5) as seq, md5 as email_md5, email, '{"firstName":"New"}'::jsonb as attributes, '{}'::uuid[] as brand_ids
+    select row_number() over (order by md5) as seq, md5 as email_md5, email, '{"firstName":"New"}'::jsonb as attributes, '{}'::uuid[] as brand_ids, 1::int2 as attribute_count
     from (select md5('u' || n || '@example.com')::uuid as md5, 'u' || n || '@example.com' as email from generate_series(1, ${2 * EXISTING}) n) x`);
   await sql.unsafe(`alter table ${table} add primary key (seq)`);
   await sql.unsafe(`analyze ${table}`);

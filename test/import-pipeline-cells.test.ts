@@ -26,23 +26,25 @@ const reader = new RowReader(columns, brands, []);
 function read(cells: string[], r = reader) {
   const line = r.line(7, cells);
   if (line === undefined) return undefined;
-  const [rowNo, md5, email, attributes, brandIds] = line.slice(0, -1).split('\t');
-  return { rowNo, md5, email, attributes: JSON.parse(attributes!.replaceAll('\\\\', '\\')), brandIds };
+  const [rowNo, md5, email, attributes, brandIds, attributeCount] = line.slice(0, -1).split('\t');
+  return { rowNo, md5, email, attributes: JSON.parse(attributes!.replaceAll('\\\\', '\\')), brandIds, attributeCount };
 }
 
 describe('cells', () => {
-  test('a row becomes a COPY line: row number, md5 of the lowercased address, trimmed address, typed attributes, brands', () => {
+  test('a row becomes a COPY line: row number, md5 of the lowercased address, trimmed address, typed attributes, brands, attributes sent', () => {
     expect(read([' Ann@Example.com ', ' Ann ', '42', 'YES', 'a; b ;;c', 'w@x.io', 'alpha'])).toEqual({
       rowNo: '7',
       md5: new Bun.CryptoHasher('md5').update('ann@example.com').digest('hex'),
       email: 'Ann@Example.com',
       attributes: { name: 'Ann', n: 42, ok: true, tags: ['a', 'b', 'c'], work: 'w@x.io' },
       brandIds: `{${ALPHA}}`,
+      attributeCount: '5',
     });
   });
 
   test('empty and blank cells are not sent', () => {
-    expect(read(['a@b.co', '', '  ', '', ' ; ', '', ''])).toMatchObject({ attributes: {}, brandIds: '{}' });
+    expect(read(['a@b.co', '', '  ', '', ' ; ', '', ''])).toMatchObject({ attributes: {}, brandIds: '{}', attributeCount: '0' });
+    expect(read(['a@b.co', 'Ann', '', '', ' ; ', 'w@x.io', 'alpha'])).toMatchObject({ attributes: { name: 'Ann', work: 'w@x.io' }, attributeCount: '2' });
   });
 
   test('a missing or invalid address, a wrong field count, a bad typed value make the row malformed', () => {

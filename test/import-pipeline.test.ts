@@ -124,6 +124,30 @@ describe('strategies against an enabled contact', () => {
     expect(await contact(a.id, 'c@example.com')).toMatchObject({ attributes: { firstName: 'Ann', lastName: 'New', age: 7 }, brandIds: [a.delta, a.alpha], firstSource: 'api' });
   });
 
+  test('overwrite with every attribute of the schema sent replaces them all; one attribute fewer keeps that one', async () => {
+    const a = await account();
+    const old = { firstName: 'Ann', lastName: 'Old', age: 1, vip: false, tags: ['t'], work: 'old@work.example' };
+    await existing(a.id, 'all@example.com', { attributes: old });
+    await existing(a.id, 'most@example.com', { attributes: old });
+    const csv = 'Email,firstName,lastName,age,vip,tags,work\nall@example.com,Bo,New,2,yes,u;v,new@work.example\nmost@example.com,Bo,New,2,yes,u;v,\n';
+    const { row } = await importCsv(a.id, csv, { strategy: 'overwrite' });
+    expect(row).toMatchObject({ updatedCount: 2, skippedCount: 0 });
+    const sent = { firstName: 'Bo', lastName: 'New', age: 2, vip: true, tags: ['u', 'v'] };
+    expect((await contact(a.id, 'all@example.com'))!.attributes).toEqual({ ...sent, work: 'new@work.example' });
+    expect((await contact(a.id, 'most@example.com'))!.attributes).toEqual({ ...sent, work: 'old@work.example' });
+  });
+
+  test('overwrite keeps a value of an attribute created after the import was declared, though the row sent all of its columns', async () => {
+    const a = await account();
+    const csv = 'Email,firstName,lastName,age,vip,tags,work\nlate@example.com,Bo,New,2,yes,u,new@work.example\n';
+    const id = await stageImport(bed.db.sql, bed.files.store, a.id, csv, { strategy: 'overwrite', columns: csvHeader(csv) });
+    await createAttribute(bed.db.sql, a.id, 'late', 'string');
+    await existing(a.id, 'late@example.com', { attributes: { firstName: 'Ann', late: 'kept' } });
+    await runImport({ sql: bed.db.sql, storage: bed.files.store, config: testConfig(3) }, a.id, id);
+    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({ status: 'success', updatedCount: 1 });
+    expect((await contact(a.id, 'late@example.com'))!.attributes).toEqual({ firstName: 'Bo', lastName: 'New', age: 2, vip: true, tags: ['u'], work: 'new@work.example', late: 'kept' });
+  });
+
   test('overwrite with overwriteBrands replaces the brands when the row has any, keeps them when not', async () => {
     const a = await account();
     await existing(a.id, 'r@example.com', { ...base, brandIds: [a.delta] });

@@ -66,12 +66,13 @@ export class RowReader {
     this.order = jsonbKeyOrder(columns);
   }
 
-  /** The staging line `row_no, email_md5, email, attributes, brand_ids` (COPY text), or undefined. */
+  /** The staging line `row_no, email_md5, email, attributes, brand_ids, attribute_count` (COPY text), or undefined. */
   line(rowNo: number, cells: readonly string[]): string | undefined {
     const kinds = this.kinds;
     if (cells.length !== kinds.length) return undefined;
     let email: string | undefined;
     let json = '';
+    let sent = 0;
     let brandIds: string[] | undefined;
     let backslash = false;
     const order = this.order;
@@ -131,6 +132,7 @@ export class RowReader {
       }
       if (value === undefined) return undefined;
       json += json.length === 0 ? this.keys[i]! + value : `,${this.keys[i]!}${value}`;
+      sent++;
     }
     if (email === undefined) return undefined;
     for (const id of this.importBrandIds) {
@@ -142,7 +144,7 @@ export class RowReader {
     // tab or newline, and a valid address has neither backslash nor control characters.
     if (backslash) json = json.replaceAll('\\', '\\\\');
     const brands = brandIds === undefined ? '{}' : brandIds.length === 1 ? `{${brandIds[0]!}}` : `{${brandIds.join(',')}}`;
-    return `${rowNo}\t${md5}\t${email}\t{${json}}\t${brands}\n`;
+    return `${rowNo}\t${md5}\t${email}\t{${json}}\t${brands}\t${sent}\n`;
   }
 }
 

@@ -58,9 +58,9 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<{ staged: number; 
     await tx.unsafe(`drop table if exists ${t.merge}`);
     const created = await tx.unsafe(`
       create unlogged table ${t.merge} as
-      select row_number() over (order by email_md5) as seq, email_md5, email, attributes, brand_ids
+      select row_number() over (order by email_md5) as seq, email_md5, email, attributes, brand_ids, attribute_count
       from (
-        select distinct on (email_md5) email_md5, email, attributes, brand_ids
+        select distinct on (email_md5) email_md5, email, attributes, brand_ids, attribute_count
         from ${t.rows}
         order by email_md5, row_no desc
       ) last_per_email`);
@@ -99,7 +99,12 @@ export async function ensureStaged(p: Pipeline): Promise<void> {
   const rowCount = Number(job.rowCount ?? 0);
   if (job.checkpoint >= rowCount) return; // nothing left to merge
   const t = stagingTables(job.id);
-  const [rel] = await p.sql<{ present: boolean }[]>`select to_regclass(${t.merge}) is not null as present`;
+  // A merge table an older worker version built lacks attribute_count: built again like a lost one.
+  const [rel] = await p.sql<{ present: boolean }[]>`
+    select exists (
+      select 1 from pg_attribute
+      where attrelid = to_regclass(${t.merge}) and attname = 'attribute_count' and not attisdropped
+    ) as present`;
   if (rel!.present) {
     const [r] = await p.sql.unsafe<{ n: number }[]>(`select count(*)::int8 as n from ${t.merge} where seq in ($1, $2)`, [job.checkpoint + 1, rowCount]);
     if (Number(r!.n) === (job.checkpoint + 1 === rowCount ? 1 : 2)) return;

@@ -41,9 +41,9 @@ export async function readPhase(p: Pipeline, conn: postgres.ReservedSql<{}>, sto
   const maxRowChars = Math.max(MAX_ROW_CHARS, columns.length * MAX_CHARS_PER_COLUMN);
 
   const t = stagingTables(job.id);
+  // Made anew rather than truncated: a table left by an older worker version may lack a column.
+  await conn.unsafe(`drop table if exists ${t.rows}, ${t.merge}`);
   await conn.unsafe(rowsTableDdl(t.rows));
-  await conn.unsafe(`truncate ${t.rows}`);
-  await conn.unsafe(`drop table if exists ${t.merge}`);
 
   const source = await openObject(store, job.objectKey!, etag);
   const text = utf8Text(source);

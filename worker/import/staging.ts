@@ -6,7 +6,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 export interface StagingTables {
   /** What the read phase COPYs validated rows into (rowsTableDdl). */
   rows: string;
-  /** What the dedupe phase writes: `seq` (1…rowCount, email_md5 order), email_md5, email, attributes, brand_ids. */
+  /** What the dedupe phase writes: `seq` (1…rowCount, email_md5 order) and the staged columns but row_no. */
   merge: string;
 }
 
@@ -24,7 +24,9 @@ export function stagingTables(importId: string): StagingTables {
 /**
  * DDL of the table the read phase COPYs validated rows into. UNLOGGED: it is rebuilt from the file
  * after any crash anyway, so WAL for it would be pure cost. `row_no` is the data row's position in
- * the file; the last row per email wins at dedupe.
+ * the file; the last row per email wins at dedupe. `attribute_count` is how many attributes the row
+ * sent (keys of `attributes`): a row that sends every attribute of the schema replaces a contact's
+ * attributes whole under `overwrite`, and merge-batch.sql skips the jsonb merge for it.
  */
 export function rowsTableDdl(table: string): string {
   return `
@@ -33,7 +35,8 @@ export function rowsTableDdl(table: string): string {
       email_md5  uuid   not null,
       email      text   not null,
       attributes jsonb  not null,
-      brand_ids  uuid[] not null
+      brand_ids  uuid[] not null,
+      attribute_count int2 not null
     )`;
 }
 
