@@ -8,6 +8,7 @@
 import { join } from 'node:path';
 import { mkdir } from 'node:fs/promises';
 import { abandonOpenBenchImports, createBenchAccount } from './account';
+import { checkDiskSpace } from './disk';
 import { generateCsv } from './generate';
 import { runHttp, type HttpOptions } from './http';
 import { runImportFlow, type ImportRun } from './import-flow';
@@ -73,8 +74,14 @@ async function main(): Promise<number> {
     result.machine = await describeMachine(pg);
     const dir = join(infra.config.dataDir, 'files');
     await mkdir(dir, { recursive: true });
-    const fileA = await generateCsv(join(dir, `contacts-${opts.rows}-a.csv`), opts.rows, 0, log);
-    const fileB = has('b') ? await generateCsv(join(dir, `contacts-${opts.rows}-b.csv`), opts.rows, 1, log) : undefined;
+    const paths = { a: join(dir, `contacts-${opts.rows}-a.csv`), b: join(dir, `contacts-${opts.rows}-b.csv`) };
+    // Only the embedded cluster keeps its data (and the uploaded objects) in the data directory.
+    if (!infra.config.databaseUrl) {
+      const files = has('b') ? [paths.a, paths.b] : [paths.a];
+      await checkDiskSpace({ dataDir: infra.config.dataDir, rows: opts.rows, files, importA: has('a'), importB: has('b') }, log);
+    }
+    const fileA = await generateCsv(paths.a, opts.rows, 0, log);
+    const fileB = has('b') ? await generateCsv(paths.b, opts.rows, 1, log) : undefined;
     result.files = { a: fileA, b: fileB };
 
     let l1: L1Result | undefined;

@@ -1,0 +1,55 @@
+/**
+ * Disk space a run will need in the data directory, checked before anything is generated or
+ * imported: a 25M-row run that runs out of space fails half an hour in, with PostgreSQL's "No space
+ * left on device" in a log file, and may leave the cluster needing recovery.
+ *
+ * The estimate is the peak, measured on a full run (25M rows, 4.7 GB file, contacts at
+ * fillfactor 60): it comes during import B's dedupe, when the data directory holds A's contacts
+ * (~4.8 × the file), B's uploaded object (1 ×), its staged rows, the merge table being written and
+ * the sort's temporary files (~2.1 × each), plus the WAL (at most about max_wal_size, 8 GB, between
+ * checkpoints). That run used ~61-67 GB above what it started with (12 × 4.7 GB + 8 GB = 64 GB);
+ * counted at 200 bytes a row, the check asks for 68 GB at 25M rows.
+ * Import A alone peaks at its own dedupe: object + staged rows + merge table + sort ≈ 7.5 × + WAL.
+ */
+import { existsSync } from 'node:fs';
+import { statfs } from 'node:fs/promises';
+
+/** Bytes per row of the generated files (A 188, B 198 on the bench's generator). */
+const FILE_BYTES_PER_ROW = 200;
+/** WAL kept between checkpoints: the embedded cluster's max_wal_size (src/cli/local/postgres.ts). */
+const WAL_BYTES = 8e9;
+/** WAL bytes one imported row writes (contact heap tuple + primary key entry, measured 660). */
+const WAL_BYTES_PER_ROW = 700;
+
+export interface DiskPlan {
+  dataDir: string;
+  rows: number;
+  /** file paths the run reads, generated first when missing */
+  files: string[];
+  importA: boolean;
+  importB: boolean;
+}
+
+/** The bytes the run needs free in `dataDir` at its peak (0 when it imports nothing). */
+export function neededBytes(plan: DiskPlan): number {
+  const file = plan.rows * FILE_BYTES_PER_ROW;
+  const generated = plan.files.filter((f) => !existsSync(f)).length * file;
+  const wal = Math.min(WAL_BYTES, plan.rows * WAL_BYTES_PER_ROW);
+  const imports = plan.importB ? 12 * file + wal : plan.importA ? 7.5 * file + wal : 0;
+  return generated + imports;
+}
+
+/** Throws with what to do when the data directory cannot hold the run. */
+export async function checkDiskSpace(plan: DiskPlan, log: (m: string) => void): Promise<void> {
+  const need = neededBytes(plan);
+  const fs = await statfs(plan.dataDir);
+  const free = fs.bavail * fs.bsize;
+  const gb = (n: number) => `${(n / 1e9).toFixed(1)} GB`;
+  log(`[bench] disk: the run needs about ${gb(need)} free in ${plan.dataDir} at its peak; ${gb(free)} are free`);
+  if (free < need) {
+    throw new Error(
+      `not enough disk space in ${plan.dataDir}: this run needs about ${gb(need)} at its peak (generated files, ` +
+        `staged rows, the dedupe sort, contacts, WAL) and ${gb(free)} are free. Free some space, or run fewer rows (--rows N).`,
+    );
+  }
+}
