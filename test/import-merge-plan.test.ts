@@ -40,7 +40,7 @@ test('with statistics that predate the account, each staged row is one primary-k
 
   // The merge table as the dedupe phase leaves it, and the statement as merge.ts runs it.
   const importId = crypto.randomUUID();
-  const table = stagingTables(importId).merge;
+  const table = stagingTables(importId).parts[0]!.table;
   await sql.unsafe(`
     create unlogged table ${table} as
     select row_number() over (order by md5) as seq, md5 as email_md5, email, '{"firstName":"New"}'::jsonb as attributes, '{}'::uuid[] as brand_ids, 1::int2 as attribute_count

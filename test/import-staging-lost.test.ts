@@ -7,6 +7,7 @@
 import { expect, test } from 'bun:test';
 import { runImport } from '../worker/import/index';
 import { StagingLostError } from '../worker/import/dedupe';
+import { stagingTables, type StagingTables } from '../worker/import/staging';
 import { importBed } from './helpers/import-bed';
 import { importRow, stageImport, testConfig } from './helpers/file-store';
 import { createAccount, createAttribute } from './helpers/fixtures';
@@ -48,11 +49,16 @@ test('staged rows wiped after the read phase (as by a server crash) are read aga
   expect(names.map((r) => r.v)).toEqual(['A2', 'B', 'C']);
 });
 
-// What a PostgreSQL crash does to an unlogged table (empty, still there), and a merge table an
-// older worker version built (no attribute_count): either way the table is built again.
+// What a PostgreSQL crash does to unlogged tables (empty, still there), a merge table an older
+// worker version built (no attribute_count), and one from before the merge table came in parts:
+// either way the merge table is built again.
 const disruptions = [
-  ['staging wiped in the middle of the merge (as by a server crash)', (t: string) => `truncate ${t}`],
-  ['a merge table of an older worker version (no attribute_count) met in the middle of the merge', (t: string) => `alter table ${t} drop column attribute_count`],
+  ['staging wiped in the middle of the merge (as by a server crash)', (t: StagingTables) => t.parts.map((x) => `truncate ${x.table};`).join('')],
+  ['a merge table of an older worker version (no attribute_count) met in the middle of the merge', (t: StagingTables) => `alter table ${t.parts[0]!.table} drop column attribute_count`],
+  [
+    'a merge table of a worker from before the parts met in the middle of the merge',
+    (t: StagingTables) => `drop table ${t.parts.map((x) => x.table).join(', ')}; create unlogged table ${t.legacyMerge} (seq int8 primary key)`,
+  ],
 ] as const;
 
 for (const [what, disrupt] of disruptions) test(`${what}: read again, the plan rebuilt, the merge goes on from its checkpoint with exact counts`, async () => {
@@ -72,7 +78,7 @@ for (const [what, disrupt] of disruptions) test(`${what}: read again, the plan r
     create sequence fail_once; -- not transactional: the rollback of the failing batch keeps it moved
     create function fail_second_batch() returns trigger language plpgsql as $$
     begin
-      if new.checkpoint = 6 and nextval('fail_once') = 1 then
+      if old.checkpoint > 0 and nextval('fail_once') = 1 then
         raise exception 'worker killed' using errcode = '57P01';
       end if;
       return new;
@@ -84,7 +90,7 @@ for (const [what, disrupt] of disruptions) test(`${what}: read again, the plan r
   const between = await importRow(bed.db.sql, accountId, id);
   expect(between).toMatchObject({ status: 'importing', rowCount: 10 });
   const hex = id.replaceAll('-', '');
-  await bed.db.sql.unsafe(disrupt(`import_merge_${hex}`));
+  await bed.db.sql.unsafe(disrupt(stagingTables(id)));
 
   await runImport(deps, accountId, id);
   const done = await importRow(bed.db.sql, accountId, id);

@@ -2,6 +2,7 @@
 -- contact or a seed of account $1 has an email_md5 within the batch's key range, i.e. between the
 -- md5 of the batch's first and last row (seq follows email_md5 order). Two range probes of primary
 -- keys; the planner has no other sensible plan for them, whatever the statistics say.
+-- :"merge_table" is one part of the import's merge table; $2 and $3 are seqs of that part.
 select exists (
          select 1 from contacts c
          where c.account_id = $1::uuid

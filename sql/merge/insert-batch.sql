@@ -13,7 +13,10 @@
 -- Returns the batch's counts; advance.sql then moves the checkpoint. `rows` is how many staged rows
 -- the batch read: fewer than $4 - $3 means the (unlogged) staging lost rows in a crash.
 --
--- $1 account id   $2 import id   $3 last seq already merged (checkpoint)   $4 last seq of this batch
+-- :"merge_table" is one part of the import's merge table, and seqs are the part's own (see
+-- merge-batch.sql).
+--
+-- $1 account id   $2 import id   $3 last seq of the part already merged   $4 last seq of this batch
 -- $5 publish events   $6 import method (api | manual)
 with inserted as (
   insert into contacts (account_id, email_md5, email, attributes, brand_ids,

@@ -11,9 +11,11 @@
 -- `rows` is how many staged rows the batch read: fewer than $4 - $3 means the (unlogged) staging
 -- lost rows in a crash.
 --
--- :"merge_table" is replaced by the import's merge table name (hex only) when the file is loaded.
+-- :"merge_table" is replaced by the name of one part of the import's merge table (hex only) when
+-- the file is loaded; seqs here are the part's own (worker/import/staging.ts), and a batch never
+-- spans two parts.
 --
--- $1  account id             $2  import id             $3  last seq already merged (checkpoint)
+-- $1  account id             $2  import id             $3  last seq of the part already merged
 -- $4  last seq of this batch $5  strategy              $6  overwrite brands (only with overwrite)
 -- $7  restore disabled       $8  publish events        $9  import method (api | manual)
 -- The contact and the seed of each staged row are looked up through their primary keys, one probe

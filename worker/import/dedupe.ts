@@ -1,4 +1,4 @@
-import { stagingTables, type StagingTables } from './staging';
+import { stagingTables, type MergePart, type StagingTables } from './staging';
 import type { Pipeline } from './state';
 
 /** The staged rows did not survive (a PostgreSQL crash empties unlogged tables): read again. */
@@ -6,9 +6,10 @@ export class StagingLostError extends Error {}
 
 /**
  * Phase 2, dedupe: keep the last row per email (highest row_no), set-based, into the merge table
- * with a dense `seq` so merge batches are ranges of it. Everything happens in ONE transaction
- * (PostgreSQL DDL is transactional): the merge table, the counts, the move to `merge` and the drop
- * of the raw rows commit together or not at all, so a crash anywhere here just reruns it.
+ * with a dense `seq` so merge batches are ranges of it. The merge table comes in MERGE_PARTS parts
+ * by email_md5 range, built at the same time on separate backends (staging.ts). The counts, the
+ * move to `merge` and the drop of the raw rows then commit together in one transaction; a crash
+ * anywhere before that commit just reruns the phase, which builds every part again.
  *
  * `seq` follows email_md5 order rather than file order. The result is the same (one row per
  * email, no order between emails matters), but it costs one sort instead of two (DISTINCT ON
@@ -41,33 +42,22 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<{ staged: number; 
   // An earlier dedupe of this import committed (rowCount is known) and its merge table was lost
   // since: rebuild it for the merge under way, leaving checkpoint and counters alone.
   const rebuild = job.rowCount !== null;
+  const [staging] = await p.sql<{ staged_count: number | null }[]>`
+    select staged_count from contact_imports where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
+  // A crash empties an unlogged table as a whole, so one row present means all are: no count of
+  // the whole table (a full scan, ~5 s at 25M rows) just to check.
+  const staged = Number(staging?.staged_count ?? -1);
+  const [present] = await p.sql.unsafe<{ any: boolean }[]>(`select exists (select 1 from ${t.rows}) as any`);
+  if (staged < 0 || present!.any !== staged > 0) throw new StagingLostError(`staged rows of import ${job.id} were lost`);
+
+  // The parts at the same time, each on its own connection and committed on its own. Until the
+  // commit below moves the import to `merge`, a rerun builds them all again from the raw rows.
+  const built = await Promise.allSettled(t.parts.map((part) => buildPart(p, t.rows, part)));
+  const failed = built.find((r) => r.status === 'rejected');
+  if (failed) throw (failed as PromiseRejectedResult).reason;
+  const kept = built.reduce((sum, r) => sum + (r as PromiseFulfilledResult<number>).value, 0);
+
   return p.sql.begin(async (tx) => {
-    // The sort of every staged row (wide: attributes and brands ride along) is the whole cost of
-    // this phase. With the server's 64 MB it spills to disk from ~200,000 rows on; 1 GB sorts a
-    // 1M-row file in memory and cuts the merge passes of a 25M-row one (measured: 3M rows 11.5 s →
-    // 8.9 s). Only for this transaction, one per running import (WORKER_CONCURRENCY, default 1).
-    await tx`set local work_mem = '1GB'`;
-    await tx`set local jit = off`; // compiling costs more than it saves on this plan
-    const [staging] = await tx<{ staged_count: number | null }[]>`
-      select staged_count from contact_imports where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
-    // A crash empties an unlogged table as a whole, so one row present means all are: no count of
-    // the whole table (a full scan, ~5 s at 25M rows) just to check.
-    const staged = Number(staging?.staged_count ?? -1);
-    const [present] = await tx.unsafe<{ any: boolean }[]>(`select exists (select 1 from ${t.rows}) as any`);
-    if (staged < 0 || present!.any !== staged > 0) throw new StagingLostError(`staged rows of import ${job.id} were lost`);
-    await tx.unsafe(`drop table if exists ${t.merge}`);
-    const created = await tx.unsafe(`
-      create unlogged table ${t.merge} as
-      select row_number() over (order by email_md5) as seq, email_md5, email, attributes, brand_ids, attribute_count
-      from (
-        select distinct on (email_md5) email_md5, email, attributes, brand_ids, attribute_count
-        from ${t.rows}
-        order by email_md5, row_no desc
-      ) last_per_email`);
-    const kept = Number(created.count);
-    await tx.unsafe(`alter table ${t.merge} add primary key (seq)`);
-    // Real statistics, so the merge plans its joins for batches of this size, not for a guess.
-    await tx.unsafe(`analyze ${t.merge}`);
     if (rebuild) {
       if (kept !== Number(job.rowCount)) throw new Error(`import ${job.id}: the file read again deduplicates to ${kept} rows, not ${job.rowCount}`);
       await tx`
@@ -88,27 +78,69 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<{ staged: number; 
 }
 
 /**
+ * One part of the merge table: the last staged row of every email in the part's email_md5 range,
+ * numbered in email_md5 order. Returns its row count.
+ */
+async function buildPart(p: Pipeline, rows: string, part: MergePart): Promise<number> {
+  // Bounds are uuids this code computed (stagingTables), not input: safe as literals, which a
+  // CREATE TABLE AS needs (it takes no bind parameters).
+  const range = [part.from && `email_md5 >= '${part.from}'`, part.to && `email_md5 < '${part.to}'`].filter(Boolean).join(' and ') || 'true';
+  return p.sql.begin(async (tx) => {
+    // The sort of the part's staged rows (wide: attributes and brands ride along) is the whole
+    // cost. With the server's 64 MB it spills to disk from ~200,000 rows on; 1 GB sorts a 1M-row
+    // file in memory and cuts the merge passes of a 25M-row one (measured: 3M rows 11.5 s →
+    // 8.9 s). Only for this transaction: MERGE_PARTS of them per running import.
+    await tx`set local work_mem = '1GB'`;
+    await tx`set local jit = off`; // compiling costs more than it saves on this plan
+    await tx.unsafe(`drop table if exists ${part.table}`);
+    const created = await tx.unsafe(`
+      create unlogged table ${part.table} as
+      select row_number() over (order by email_md5) as seq, email_md5, email, attributes, brand_ids, attribute_count
+      from (
+        select distinct on (email_md5) email_md5, email, attributes, brand_ids, attribute_count
+        from ${rows}
+        where ${range}
+        order by email_md5, row_no desc
+      ) last_per_email`);
+    await tx.unsafe(`alter table ${part.table} add primary key (seq)`);
+    // Real statistics, so the merge plans its joins for batches of this size, not for a guess.
+    await tx.unsafe(`analyze ${part.table}`);
+    return Number(created.count);
+  });
+}
+
+/**
+ * Rows in each part of the merge table (its highest seq: one primary-key probe), or undefined
+ * when a part is missing or was built by an older worker version (no attribute_count).
+ */
+export async function partSizes(p: Pipeline): Promise<number[] | undefined> {
+  const sizes: number[] = [];
+  for (const part of stagingTables(p.job.id).parts) {
+    const [rel] = await p.sql<{ present: boolean }[]>`
+      select exists (
+        select 1 from pg_attribute
+        where attrelid = to_regclass(${part.table}) and attname = 'attribute_count' and not attisdropped
+      ) as present`;
+    if (!rel!.present) return undefined;
+    const [r] = await p.sql.unsafe<{ n: number }[]>(`select coalesce(max(seq), 0)::int8 as n from ${part.table}`);
+    sizes.push(Number(r!.n));
+  }
+  return sizes;
+}
+
+/**
  * Before a merge (re)starts: the merge table must still hold its rows. A PostgreSQL crash empties
- * an unlogged table as a whole, so the row of the last seq and the row after the checkpoint (two
- * primary-key probes, whatever the size) tell whether it did. When it did, the import goes back to
- * `read` with its checkpoint, counters and percentage kept; this run then reads the file again and
- * dedupe rebuilds the same table.
+ * an unlogged table as a whole, so the parts' highest seqs (a probe each, whatever the size) must
+ * add up to rowCount. When they do not, the import goes back to `read` with its checkpoint,
+ * counters and percentage kept; this run then reads the file again and dedupe rebuilds the same
+ * parts (the merge table is a pure function of the pinned file).
  */
 export async function ensureStaged(p: Pipeline): Promise<void> {
   const { job } = p;
   const rowCount = Number(job.rowCount ?? 0);
   if (job.checkpoint >= rowCount) return; // nothing left to merge
-  const t = stagingTables(job.id);
-  // A merge table an older worker version built lacks attribute_count: built again like a lost one.
-  const [rel] = await p.sql<{ present: boolean }[]>`
-    select exists (
-      select 1 from pg_attribute
-      where attrelid = to_regclass(${t.merge}) and attname = 'attribute_count' and not attisdropped
-    ) as present`;
-  if (rel!.present) {
-    const [r] = await p.sql.unsafe<{ n: number }[]>(`select count(*)::int8 as n from ${t.merge} where seq in ($1, $2)`, [job.checkpoint + 1, rowCount]);
-    if (Number(r!.n) === (job.checkpoint + 1 === rowCount ? 1 : 2)) return;
-  }
+  const sizes = await partSizes(p);
+  if (sizes && sizes.reduce((a, b) => a + b, 0) === rowCount) return;
   await backToRead(p, 'merge');
 }
 

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { Sql } from '../../src/db';
-import { StagingLostError } from './dedupe';
+import { partSizes, StagingLostError } from './dedupe';
 import { stagingTables } from './staging';
 import type { Pipeline } from './state';
 
@@ -29,10 +29,19 @@ class BatchHalted extends Error {
   }
 }
 
+/** One part of the merge table: its statements, and where its rows sit in the import's seq. */
+interface Part {
+  /** rows of the parts before it: its seq n is the import's seq offset + n */
+  offset: number;
+  size: number;
+  statements: { merge: string; insert: string; clash: string };
+}
+
 interface Merge {
   p: Pipeline;
   rowCount: number;
-  statements: { merge: string; insert: string; clash: string; advance: string };
+  parts: Part[];
+  advance: string;
 }
 
 const sqlTexts = new Map<string, Promise<string>>();
@@ -59,7 +68,9 @@ function batchKey(importId: string, lo: number): string {
  * Phase 3, merge: seq ranges of `batchSize` rows, each ONE transaction, `concurrency` of them in
  * flight at once (PostgreSQL runs each on its own backend, so two use both cores of a small box).
  * When batch k commits, batch k+2 starts while k+1 still runs. A batch whose range is at or below
- * the committed checkpoint is never run again.
+ * the committed checkpoint is never run again. The import's seq runs through the merge table's
+ * parts in order (dedupe.ts); a batch ends at its part's end, so the last batch of a part may be
+ * short.
  *
  * Commits stay in seq order, so `checkpoint` stays contiguous: a batch does its heavy statement,
  * then waits (on an advisory lock the earlier batch holds for its whole transaction, a wait the
@@ -79,18 +90,25 @@ function batchKey(importId: string, lo: number): string {
 export async function mergePhase(p: Pipeline, conn: Sql, concurrency: number): Promise<boolean> {
   const { sql, job } = p;
   const rowCount = job.rowCount ?? 0;
-  const table = stagingTables(job.id).merge;
-  const m: Merge = {
-    p,
-    rowCount,
-    statements: {
-      merge: await mergeStatement('merge-batch.sql', table),
-      insert: await mergeStatement('insert-batch.sql', table),
-      clash: await mergeStatement('batch-clash.sql', table),
-      advance: await mergeStatement('advance.sql', table),
-    },
-  };
   if (job.checkpoint >= rowCount) return true;
+  const sizes = await partSizes(p);
+  if (!sizes || sizes.reduce((a, b) => a + b, 0) !== rowCount) throw new StagingLostError(`the merge table of import ${job.id} does not hold its ${rowCount} rows`);
+  const parts: Part[] = [];
+  let offset = 0;
+  for (const [k, part] of stagingTables(job.id).parts.entries()) {
+    const size = sizes[k]!;
+    parts.push({
+      offset,
+      size,
+      statements: {
+        merge: await mergeStatement('merge-batch.sql', part.table),
+        insert: await mergeStatement('insert-batch.sql', part.table),
+        clash: await mergeStatement('batch-clash.sql', part.table),
+      },
+    });
+    offset += size;
+  }
+  const m: Merge = { p, rowCount, parts, advance: await mergeStatement('advance.sql', '') };
 
   const mergeLock = `contact-merge:${job.accountId.toLowerCase()}`;
   const [free] = await conn<{ locked: boolean }[]>`select pg_try_advisory_lock(hashtextextended(${mergeLock}, 0)) as locked`;
@@ -130,14 +148,16 @@ async function mergeBatches(m: Merge, concurrency: number): Promise<boolean> {
       // The earlier batch must hold its key before this one can wait on it.
       if (previous) await previous.locked;
       const lo = next;
-      const hi = Math.min(lo + p.batchSize, rowCount);
+      // A batch never spans two parts: it ends at its part's last row at the latest.
+      const part = m.parts.find((x) => lo < x.offset + x.size)!;
+      const hi = Math.min(lo + p.batchSize, part.offset + part.size);
       next = hi;
       const elapsed = Date.now() - startedAt;
       const perMs = done > startedFrom && elapsed > 0 ? (done - startedFrom) / elapsed : ASSUMED_ROWS_PER_SECOND / 1000;
       const estimatedEnd = new Date(Date.now() + (rowCount - done) / perMs);
       let locked!: () => void;
       const isLocked = new Promise<void>((r) => (locked = r));
-      const outcome = runBatch(m, lo, hi, previous?.lo, estimatedEnd, locked).finally(locked);
+      const outcome = runBatch(m, part, lo, hi, previous?.lo, estimatedEnd, locked).finally(locked);
       outcome.catch(() => {}); // awaited in order below
       inFlight.push({ lo, locked: isLocked, outcome });
     };
@@ -176,10 +196,10 @@ async function mergeBatches(m: Merge, concurrency: number): Promise<boolean> {
 }
 
 /** One batch, (lo, hi], retried in place when it loses a deadlock or serialization race. */
-async function runBatch(m: Merge, lo: number, hi: number, previousLo: number | undefined, estimatedEnd: Date, locked: () => void): Promise<Outcome> {
+async function runBatch(m: Merge, part: Part, lo: number, hi: number, previousLo: number | undefined, estimatedEnd: Date, locked: () => void): Promise<Outcome> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await batchTransaction(m, lo, hi, previousLo, estimatedEnd, locked);
+      return await batchTransaction(m, part, lo, hi, previousLo, estimatedEnd, locked);
     } catch (e) {
       if (e instanceof BatchHalted) return { halt: e.halt };
       if (!lostRace(e) || attempt >= RACE_RETRIES) throw e;
@@ -189,8 +209,11 @@ async function runBatch(m: Merge, lo: number, hi: number, previousLo: number | u
   }
 }
 
-async function batchTransaction(m: Merge, lo: number, hi: number, previousLo: number | undefined, estimatedEnd: Date, locked: () => void): Promise<Outcome> {
-  const { p, rowCount, statements } = m;
+async function batchTransaction(m: Merge, part: Part, lo: number, hi: number, previousLo: number | undefined, estimatedEnd: Date, locked: () => void): Promise<Outcome> {
+  const { p, rowCount } = m;
+  const { statements } = part;
+  // The part's own seq range of this batch.
+  const [from, to] = [lo - part.offset, hi - part.offset];
   const { job } = p;
   return (await p.sql.begin(async (tx) => {
     // This batch's own key (held to its end), and the account's lock SHARED: single writes were
@@ -218,14 +241,14 @@ async function batchTransaction(m: Merge, lo: number, hi: number, previousLo: nu
 
     // A batch whose key range holds no contact and no seed of the account is all adds: the
     // plain INSERT of insert-batch.sql does exactly what merge-batch.sql would, for less.
-    const [probe] = await tx.unsafe<{ clash: boolean }[]>(statements.clash, [job.accountId, lo, hi], { prepare: false });
+    const [probe] = await tx.unsafe<{ clash: boolean }[]>(statements.clash, [job.accountId, from, to], { prepare: false });
     const [counts] = probe!.clash
       ? await tx.unsafe<BatchCounts[]>(
           statements.merge,
-          [job.accountId, job.id, lo, hi, job.strategy, job.overwriteBrands, job.restoreDisabled, job.publishEvents, job.method],
+          [job.accountId, job.id, from, to, job.strategy, job.overwriteBrands, job.restoreDisabled, job.publishEvents, job.method],
           { prepare: false },
         )
-      : await tx.unsafe<BatchCounts[]>(statements.insert, [job.accountId, job.id, lo, hi, job.publishEvents, job.method], { prepare: false });
+      : await tx.unsafe<BatchCounts[]>(statements.insert, [job.accountId, job.id, from, to, job.publishEvents, job.method], { prepare: false });
     // The merge table may sit on unlogged tables that a PostgreSQL crash empties: never count a
     // batch that read fewer rows than its range holds.
     if (counts!.rows < hi - lo) throw new StagingLostError(`staged rows ${lo + 1}…${hi} of import ${job.id} were lost (read ${counts!.rows})`);
@@ -233,7 +256,7 @@ async function batchTransaction(m: Merge, lo: number, hi: number, previousLo: nu
     // Commits in seq order: wait until the earlier batch's transaction has ended, committed or not.
     if (previousLo !== undefined) await tx`select pg_advisory_xact_lock_shared(hashtextextended(${batchKey(job.id, previousLo)}, 0))`;
     const [advanced] = await tx.unsafe<{ percentComplete: number }[]>(
-      statements.advance,
+      m.advance,
       [job.accountId, job.id, lo, hi, counts!.added, counts!.updated, counts!.skipped, rowCount, estimatedEnd],
       { prepare: false },
     );

@@ -2,12 +2,35 @@ import type { Sql } from '../../src/db';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** Names of one import's staging tables, both UNLOGGED. */
+/**
+ * How many parts the dedupe phase splits the staged rows into, by email_md5 range: each part is
+ * sorted and written on its own backend at the same time, so dedupe uses both cores of a small
+ * box instead of one (a 1M-row file: 3.7 s → 2.8 s). Parts follow email_md5 order, so together
+ * they are the one ordered list the merge walks.
+ */
+export const MERGE_PARTS = 2;
+
+/** One part of the deduplicated rows: its table and the email_md5 range it holds, [from, to). */
+export interface MergePart {
+  table: string;
+  /** inclusive lower bound as a uuid, or null for the first part */
+  from: string | null;
+  /** exclusive upper bound as a uuid, or null for the last part */
+  to: string | null;
+}
+
+/** Names of one import's staging tables, all UNLOGGED. */
 export interface StagingTables {
   /** What the read phase COPYs validated rows into (rowsTableDdl). */
   rows: string;
-  /** What the dedupe phase writes: `seq` (1…rowCount, email_md5 order) and the staged columns but row_no. */
-  merge: string;
+  /**
+   * What the dedupe phase writes, one table per email_md5 range: `seq` (1…rows of the part, in
+   * email_md5 order) and the staged columns but row_no. Merge seq n of the import is row
+   * n - (rows of the parts before) of its part.
+   */
+  parts: MergePart[];
+  /** The single merge table of workers before the split: only ever dropped. */
+  legacyMerge: string;
 }
 
 /**
@@ -18,7 +41,20 @@ export interface StagingTables {
 export function stagingTables(importId: string): StagingTables {
   if (!UUID.test(importId)) throw new Error(`import id ${importId} is not a uuid`);
   const hex = importId.replaceAll('-', '').toLowerCase();
-  return { rows: `import_rows_${hex}`, merge: `import_merge_${hex}` };
+  const bound = (k: number) => (k === 0 || k === MERGE_PARTS ? null : uuidAt((BigInt(k) << 128n) / BigInt(MERGE_PARTS)));
+  const parts = Array.from({ length: MERGE_PARTS }, (_, k) => ({ table: `import_merge_${hex}_${k}`, from: bound(k), to: bound(k + 1) }));
+  return { rows: `import_rows_${hex}`, parts, legacyMerge: `import_merge_${hex}` };
+}
+
+/** The uuid whose 128 bits are `n`. */
+function uuidAt(n: bigint): string {
+  const h = n.toString(16).padStart(32, '0');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+/** Every table name of one import's staging, for `drop table if exists`. */
+export function allStagingTables(t: StagingTables): string {
+  return [t.rows, ...t.parts.map((x) => x.table), t.legacyMerge].join(', ');
 }
 
 /**
@@ -40,8 +76,7 @@ export function rowsTableDdl(table: string): string {
     )`;
 }
 
-/** Drops both staging tables; safe to run any number of times, on any connection. */
+/** Drops all staging tables; safe to run any number of times, on any connection. */
 export async function dropStaging(sql: Sql, importId: string): Promise<void> {
-  const t = stagingTables(importId);
-  await sql.unsafe(`drop table if exists ${t.rows}, ${t.merge}`);
+  await sql.unsafe(`drop table if exists ${allStagingTables(stagingTables(importId))}`);
 }
