@@ -12,6 +12,7 @@ import { IMPORT_JOB, IMPORT_QUEUE, JOB_NAMES, SWEEP_EVERY_MS, SWEEP_JOB, SWEEP_J
 import { resolveDatabaseUrl, resolveRedisUrl } from '../src/cli/local/urls';
 import { createStore } from '../src/storage';
 import { markImportFailed, runImport } from './import/index';
+import { workerPoolSize } from './pool-size';
 import { sweep } from './sweep';
 
 // A process in an unknown state must not keep taking jobs: log, exit, let the supervisor restart it.
@@ -29,7 +30,9 @@ const concurrency = config.workerConcurrency;
 
 const db = await resolveDatabaseUrl(config);
 const redis = await resolveRedisUrl(config);
-const sql = connect(db.url, config.databasePoolSize, { appName: config.appName });
+const poolSize = workerPoolSize(config);
+if (poolSize > config.databasePoolSize) log('info', 'worker database pool raised to what its imports need', { configured: config.databasePoolSize, poolSize });
+const sql = connect(db.url, poolSize, { appName: config.appName });
 const storage = await createStore(config);
 const importQueue = createImportQueue(redis.url);
 

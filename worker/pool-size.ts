@@ -1,0 +1,14 @@
+import type { Config } from '../src/config';
+import { MERGE_PARTS } from './import/staging';
+
+/**
+ * Connections the worker's pool needs: each running import reserves one for its whole run and,
+ * meanwhile, takes more from the pool, up to MERGE_PARTS at once for the dedupe parts and
+ * IMPORT_MERGE_CONCURRENCY for merge batches; the upload sweeper needs one more. With fewer, the
+ * parts and batches wait for each other (slower), and with one connection per import an import
+ * waits on itself forever. So DATABASE_POOL_SIZE is raised to this when it is smaller.
+ */
+export function workerPoolSize(config: Pick<Config, 'databasePoolSize' | 'workerConcurrency' | 'importMergeConcurrency'>): number {
+  const needed = config.workerConcurrency * (1 + Math.max(MERGE_PARTS, config.importMergeConcurrency)) + 1;
+  return Math.max(config.databasePoolSize, needed);
+}
