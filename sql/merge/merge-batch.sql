@@ -65,7 +65,9 @@ merged as (
       -- attribute is never removed from it), so `old || sent` would be `sent` again, and that jsonb
       -- merge is the dearest expression of an update (a third of a 100,000-row batch of them).
       -- The schema cannot grow meanwhile: `attribute create` waits for the account lock this
-      -- batch holds shared. The count is one index probe per statement (an InitPlan).
+      -- batch holds shared. An import never declares a column twice (resolveColumns), so the
+      -- row's attribute_count counts distinct keys. The schema's count is one index probe per
+      -- statement (an InitPlan).
       when 'overwrite' then
         case when b.attribute_count = (select count(*) from schema_attributes a where a.account_id = $1::uuid)
              then b.attributes
