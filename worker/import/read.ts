@@ -5,7 +5,7 @@ import { RowReader } from './cells';
 import { headerMismatch, loadBrands, loadColumns } from './columns';
 import { CopySink } from './copy-sink';
 import { parseCsv, utf8Text } from './csv';
-import { allStagingTables, rowsTableDdl, stagingTables } from './staging';
+import { dropStaging, rowsTableDdl, stagingTables } from './staging';
 import { ImportFileError, type Pipeline } from './state';
 
 /**
@@ -42,7 +42,7 @@ export async function readPhase(p: Pipeline, conn: postgres.ReservedSql<{}>, sto
 
   const t = stagingTables(job.id);
   // Made anew rather than truncated: a table left by an older worker version may lack a column.
-  await conn.unsafe(`drop table if exists ${allStagingTables(t)}`);
+  await dropStaging(conn, job.id);
   await conn.unsafe(rowsTableDdl(t.rows));
 
   const source = await openObject(store, job.objectKey!, etag);

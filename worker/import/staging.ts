@@ -53,7 +53,7 @@ function uuidAt(n: bigint): string {
 }
 
 /** Every table name of one import's staging, for `drop table if exists`. */
-export function allStagingTables(t: StagingTables): string {
+function allStagingTables(t: StagingTables): string {
   return [t.rows, ...t.parts.map((x) => x.table), t.legacyMerge].join(', ');
 }
 
