@@ -8,7 +8,7 @@ import { afterEach, describe, expect, test } from 'bun:test';
 import { withContactWrite } from '../src/contacts/write-guard';
 import { ApiError } from '../src/errors';
 import { markImportFailed, runImport } from '../worker/import/index';
-import { stagingTables } from '../worker/import/staging';
+import { mergeBatchEnds } from './helpers/batch-ends';
 import { importBed } from './helpers/import-bed';
 import { importRow, stageImport, testConfig } from './helpers/file-store';
 import { createAccount, createAttribute } from './helpers/fixtures';
@@ -59,24 +59,8 @@ async function atSeq(rows: number, seq: number): Promise<string> {
   return r!.email;
 }
 
-/**
- * The checkpoints a merge of the file's `rows` addresses moves through: batches of BATCH rows
- * within each part of the merge table (by email_md5 range, as dedupe splits them), a part's last
- * batch ending at the part's end.
- */
-async function batchEnds(rows: number): Promise<number[]> {
-  const ends: number[] = [];
-  let offset = 0;
-  for (const part of stagingTables(crypto.randomUUID()).parts) {
-    const [r] = await bed.db.sql<{ n: number }[]>`
-      select count(*)::int as n from generate_series(0, ${rows - 1}) n
-      where (${part.from}::uuid is null or md5('u' || n || '@example.com')::uuid >= ${part.from}::uuid)
-        and (${part.to}::uuid is null or md5('u' || n || '@example.com')::uuid < ${part.to}::uuid)`;
-    for (let done = 0; done < r!.n; ) ends.push(offset + (done = Math.min(done + BATCH, r!.n)));
-    offset += r!.n;
-  }
-  return ends;
-}
+/** The checkpoints a merge of the file's `rows` addresses (u0…) moves through. */
+const batchEnds = (rows: number) => mergeBatchEnds(Array.from({ length: rows }, (_, i) => `u${i}@example.com`), BATCH);
 
 async function run(accountId: string, importId: string, o: { concurrency?: number; logs?: { msg: string; fields: Record<string, unknown> }[] } = {}) {
   const config = { ...testConfig(BATCH), importMergeConcurrency: o.concurrency ?? 2 };
@@ -110,7 +94,7 @@ describe('two batches in flight', () => {
 
     // Commits in seq order, one batch at a time: the checkpoint moves by whole batches, never back.
     const batches = logs.filter((l) => l.msg === 'import merge batch');
-    expect(batches.map((l) => l.fields.checkpoint)).toEqual(await batchEnds(300));
+    expect(batches.map((l) => l.fields.checkpoint)).toEqual(batchEnds(300));
     const percents = batches.map((l) => l.fields.percentComplete as number);
     expect(percents).toEqual([...percents].sort((x, y) => x - y));
     expect(new Set(percents).size).toBeGreaterThan(30);
@@ -121,7 +105,7 @@ describe('two batches in flight', () => {
     const csv = await file(id, 200);
     // Seq 101 fails in its batch after the batch after it has done its work and waits.
     const victim = await atSeq(200, 101);
-    const before = (await batchEnds(200)).filter((e) => e < 101).at(-1)!;
+    const before = batchEnds(200).filter((e) => e < 101).at(-1)!;
     await trigger(id, `if new.email = '${victim}' then perform pg_sleep(0.5); raise exception 'boom'; end if;`);
     const importId = await stageImport(bed.db.sql, bed.files.store, id, csv, { columns: ['Email', 'firstName'] });
     const logs: { msg: string; fields: Record<string, unknown> }[] = [];

@@ -6,6 +6,7 @@ import { describe, expect, test } from 'bun:test';
 import { createHash } from 'node:crypto';
 import type { ObjectStore } from '../src/storage/store';
 import { ImportBusyError, runImport, UnrecoverableImportError } from '../worker/import/index';
+import { mergeBatchEnds } from './helpers/batch-ends';
 import { importBed } from './helpers/import-bed';
 import { importRow, stageImport, testConfig, type ImportOptions } from './helpers/file-store';
 import { createAccount, createAttribute, createBrand } from './helpers/fixtures';
@@ -267,7 +268,8 @@ describe('progress and restarts', () => {
 
   test('a run stopped after a batch resumes at its checkpoint: counts and events exactly once', async () => {
     const a = await account();
-    const csv = `Email,firstName,Brand\n${Array.from({ length: 8 }, (_, i) => `r${i}@example.com,R,Alpha`).join('\n')}\n`;
+    const emails = Array.from({ length: 8 }, (_, i) => `r${i}@example.com`);
+    const csv = `Email,firstName,Brand\n${emails.map((e) => `${e},R,Alpha`).join('\n')}\n`;
     const id = await stage(a.id, csv, { columns: ['Email', 'firstName', 'Brand'] });
     const crash = (m: string) => {
       if (m === 'import merge batch') throw new Error('worker died');
@@ -277,7 +279,7 @@ describe('progress and restarts', () => {
     // was in flight beside it and may have committed too), single writes held.
     const between = await importRow(bed.db.sql, a.id, id);
     expect(between).toMatchObject({ status: 'importing', phase: 'merge' });
-    expect([3, 6]).toContain(between.checkpoint);
+    expect(mergeBatchEnds(emails, 3).slice(0, 2)).toContain(between.checkpoint);
     expect(between).toMatchObject({ addedCount: between.checkpoint, percentComplete: Math.floor((100 * between.checkpoint) / 8) });
     expect((await leftovers(a.id, id)).bulkOperations).toBe(1);
     await run(a.id, id);
