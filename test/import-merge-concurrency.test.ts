@@ -60,7 +60,7 @@ async function atSeq(rows: number, seq: number): Promise<string> {
 }
 
 /** The checkpoints a merge of the file's `rows` addresses (u0…) moves through. */
-const batchEnds = (rows: number) => mergeBatchEnds(Array.from({ length: rows }, (_, i) => `u${i}@example.com`), BATCH);
+const batchEnds = (rows: number) => mergeBatchEnds(rows, BATCH);
 
 async function run(accountId: string, importId: string, o: { concurrency?: number; logs?: { msg: string; fields: Record<string, unknown> }[] } = {}) {
   const config = { ...testConfig(BATCH), importMergeConcurrency: o.concurrency ?? 2 };

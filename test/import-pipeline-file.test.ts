@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import type { ObjectStore } from '../src/storage/store';
 import { ImportBusyError, runImport, UnrecoverableImportError } from '../worker/import/index';
 import { mergeBatchEnds } from './helpers/batch-ends';
+import { stagingTables } from '../worker/import/staging';
 import { importBed } from './helpers/import-bed';
 import { importRow, stageImport, testConfig, type ImportOptions } from './helpers/file-store';
 import { createAccount, createAttribute, createBrand } from './helpers/fixtures';
@@ -252,6 +253,29 @@ describe('progress and restarts', () => {
     expect(row.percentComplete).toBeNull();
   });
 
+  test('batches are exactly batchSize rows across the merge table parts: percentComplete moves in the spec steps', async () => {
+    // 35 rows in batches of 10 stand for the spec's 350,000 in batches of 100,000: 28, 57, 85, 100.
+    const emails = Array.from({ length: 35 }, (_, i) => `p${i}@example.com`);
+    const md5s = emails.map((e) => Bun.MD5.hash(e, 'hex') as string);
+    const boundary = stagingTables(crypto.randomUUID()).parts[1]!.from!.replaceAll('-', '');
+    // The parts must not end on a batch boundary, or the test could not tell the difference.
+    expect(md5s.filter((m) => m < boundary).length % 10).not.toBe(0);
+    const a = await account();
+    const seen: number[] = [];
+    const checkpoints: number[] = [];
+    const { row } = await importCsv(a.id, rows(35), {
+      batch: 10,
+      log: (m, f) => {
+        if (m !== 'import merge batch') return;
+        seen.push((f as { percentComplete: number }).percentComplete);
+        checkpoints.push((f as { checkpoint: number }).checkpoint);
+      },
+    });
+    expect(checkpoints).toEqual([10, 20, 30, 35]);
+    expect(seen).toEqual([28, 57, 85, 100]);
+    expect(row).toMatchObject({ status: 'success', rowCount: 35, addedCount: 35, percentComplete: null });
+  });
+
   test('a file smaller than one batch shows 0 until its only batch is done, then 100', async () => {
     const a = await account();
     const id = await stage(a.id, rows(2));
@@ -279,7 +303,7 @@ describe('progress and restarts', () => {
     // was in flight beside it and may have committed too), single writes held.
     const between = await importRow(bed.db.sql, a.id, id);
     expect(between).toMatchObject({ status: 'importing', phase: 'merge' });
-    expect(mergeBatchEnds(emails, 3).slice(0, 2)).toContain(between.checkpoint);
+    expect(mergeBatchEnds(emails.length, 3).slice(0, 2)).toContain(between.checkpoint);
     expect(between).toMatchObject({ addedCount: between.checkpoint, percentComplete: Math.floor((100 * between.checkpoint) / 8) });
     expect((await leftovers(a.id, id)).bulkOperations).toBe(1);
     await run(a.id, id);

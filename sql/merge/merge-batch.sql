@@ -12,8 +12,8 @@
 -- lost rows in a crash.
 --
 -- :"merge_table" is replaced by the name of one part of the import's merge table (hex only) when
--- the file is loaded; seqs here are the part's own (worker/import/staging.ts), and a batch never
--- spans two parts.
+-- the file is loaded; seqs here are the part's own (worker/import/staging.ts). A batch that spans
+-- two parts runs this once per part, in its one transaction.
 --
 -- $1  account id             $2  import id             $3  last seq of the part already merged
 -- $4  last seq of this batch $5  strategy              $6  overwrite brands (only with overwrite)

@@ -1,23 +1,10 @@
-import { stagingTables } from '../../worker/import/staging';
-
 /**
- * The checkpoints a merge of these (distinct) addresses moves through with batches of `batch`
- * rows: the merge table comes in parts by email_md5 range (worker/import/staging.ts), a part's
- * last batch ending at the part's end, so batch ends are not simply multiples of the batch size.
+ * The checkpoints a merge of `rows` deduplicated rows moves through with batches of `batch` rows:
+ * every batch but the last is exactly `batch` rows of the import's order (the spec's batches),
+ * whatever the merge table's parts (worker/import/staging.ts).
  */
-export function mergeBatchEnds(emails: readonly string[], batch: number): number[] {
-  const md5s = emails.map((e) => uuidOf(Bun.MD5.hash(e.toLowerCase(), 'hex') as string));
+export function mergeBatchEnds(rows: number, batch: number): number[] {
   const ends: number[] = [];
-  let offset = 0;
-  // Same-format lowercase uuids compare as text exactly as PostgreSQL compares them as uuids.
-  for (const part of stagingTables(crypto.randomUUID()).parts) {
-    const n = md5s.filter((m) => (part.from === null || m >= part.from) && (part.to === null || m < part.to)).length;
-    for (let done = 0; done < n; ) ends.push(offset + (done = Math.min(done + batch, n)));
-    offset += n;
-  }
+  for (let done = 0; done < rows; ) ends.push((done = Math.min(done + batch, rows)));
   return ends;
-}
-
-function uuidOf(hex: string): string {
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }

@@ -69,8 +69,9 @@ function batchKey(importId: string, lo: number): string {
  * flight at once (PostgreSQL runs each on its own backend, so two use both cores of a small box).
  * When batch k commits, batch k+2 starts while k+1 still runs. A batch whose range is at or below
  * the committed checkpoint is never run again. The import's seq runs through the merge table's
- * parts in order (dedupe.ts); a batch ends at its part's end, so the last batch of a part may be
- * short.
+ * parts in order (dedupe.ts); every batch but the last is exactly `batchSize` rows of that order,
+ * so `percentComplete` moves in the spec's steps, and a batch that meets a part's end goes on into
+ * the next part (segmentsOf).
  *
  * Commits stay in seq order, so `checkpoint` stays contiguous: a batch does its heavy statement,
  * then waits (on an advisory lock the earlier batch holds for its whole transaction, a wait the
@@ -148,16 +149,15 @@ async function mergeBatches(m: Merge, concurrency: number): Promise<boolean> {
       // The earlier batch must hold its key before this one can wait on it.
       if (previous) await previous.locked;
       const lo = next;
-      // A batch never spans two parts: it ends at its part's last row at the latest.
-      const part = m.parts.find((x) => lo < x.offset + x.size)!;
-      const hi = Math.min(lo + p.batchSize, part.offset + part.size);
+      // Exactly batchSize rows of the import's order (the spec's batches), across parts if need be.
+      const hi = Math.min(lo + p.batchSize, rowCount);
       next = hi;
       const elapsed = Date.now() - startedAt;
       const perMs = done > startedFrom && elapsed > 0 ? (done - startedFrom) / elapsed : ASSUMED_ROWS_PER_SECOND / 1000;
       const estimatedEnd = new Date(Date.now() + (rowCount - done) / perMs);
       let locked!: () => void;
       const isLocked = new Promise<void>((r) => (locked = r));
-      const outcome = runBatch(m, part, lo, hi, previous?.lo, estimatedEnd, locked).finally(locked);
+      const outcome = runBatch(m, lo, hi, previous?.lo, estimatedEnd, locked).finally(locked);
       outcome.catch(() => {}); // awaited in order below
       inFlight.push({ lo, locked: isLocked, outcome });
     };
@@ -196,10 +196,10 @@ async function mergeBatches(m: Merge, concurrency: number): Promise<boolean> {
 }
 
 /** One batch, (lo, hi], retried in place when it loses a deadlock or serialization race. */
-async function runBatch(m: Merge, part: Part, lo: number, hi: number, previousLo: number | undefined, estimatedEnd: Date, locked: () => void): Promise<Outcome> {
+async function runBatch(m: Merge, lo: number, hi: number, previousLo: number | undefined, estimatedEnd: Date, locked: () => void): Promise<Outcome> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await batchTransaction(m, part, lo, hi, previousLo, estimatedEnd, locked);
+      return await batchTransaction(m, lo, hi, previousLo, estimatedEnd, locked);
     } catch (e) {
       if (e instanceof BatchHalted) return { halt: e.halt };
       if (!lostRace(e) || attempt >= RACE_RETRIES) throw e;
@@ -209,11 +209,15 @@ async function runBatch(m: Merge, part: Part, lo: number, hi: number, previousLo
   }
 }
 
-async function batchTransaction(m: Merge, part: Part, lo: number, hi: number, previousLo: number | undefined, estimatedEnd: Date, locked: () => void): Promise<Outcome> {
+/** The pieces of the import's seq range (lo, hi] in each part it touches, as that part's own seqs. */
+function segmentsOf(parts: readonly Part[], lo: number, hi: number): { part: Part; from: number; to: number }[] {
+  return parts
+    .filter((x) => x.size > 0 && x.offset < hi && x.offset + x.size > lo)
+    .map((part) => ({ part, from: Math.max(lo, part.offset) - part.offset, to: Math.min(hi, part.offset + part.size) - part.offset }));
+}
+
+async function batchTransaction(m: Merge, lo: number, hi: number, previousLo: number | undefined, estimatedEnd: Date, locked: () => void): Promise<Outcome> {
   const { p, rowCount } = m;
-  const { statements } = part;
-  // The part's own seq range of this batch.
-  const [from, to] = [lo - part.offset, hi - part.offset];
   const { job } = p;
   return (await p.sql.begin(async (tx) => {
     // This batch's own key (held to its end), and the account's lock SHARED: single writes were
@@ -239,25 +243,33 @@ async function batchTransaction(m: Merge, part: Part, lo: number, hi: number, pr
     if (!state || state.status !== 'importing' || state.phase !== 'merge') throw new BatchHalted('stop');
     if (state.checkpoint > lo || (state.checkpoint < lo && previousLo === undefined)) throw new BatchHalted('moved');
 
-    // A batch whose key range holds no contact and no seed of the account is all adds: the
-    // plain INSERT of insert-batch.sql does exactly what merge-batch.sql would, for less.
-    const [probe] = await tx.unsafe<{ clash: boolean }[]>(statements.clash, [job.accountId, from, to], { prepare: false });
-    const [counts] = probe!.clash
-      ? await tx.unsafe<BatchCounts[]>(
-          statements.merge,
-          [job.accountId, job.id, from, to, job.strategy, job.overwriteBrands, job.restoreDisabled, job.publishEvents, job.method],
-          { prepare: false },
-        )
-      : await tx.unsafe<BatchCounts[]>(statements.insert, [job.accountId, job.id, from, to, job.publishEvents, job.method], { prepare: false });
+    // A batch that crosses a part boundary runs its statements once per part, in the one
+    // transaction: it still commits (and moves the checkpoint) as one batch. Its brand events are
+    // then one outbox row per brand and part, the same (contact, brand) pairs.
+    const counts: BatchCounts = { rows: 0, added: 0, updated: 0, skipped: 0, events: 0 };
+    for (const { part, from, to } of segmentsOf(m.parts, lo, hi)) {
+      const { statements } = part;
+      // A range that holds no contact and no seed of the account is all adds: the plain INSERT
+      // of insert-batch.sql does exactly what merge-batch.sql would, for less.
+      const [probe] = await tx.unsafe<{ clash: boolean }[]>(statements.clash, [job.accountId, from, to], { prepare: false });
+      const [got] = probe!.clash
+        ? await tx.unsafe<BatchCounts[]>(
+            statements.merge,
+            [job.accountId, job.id, from, to, job.strategy, job.overwriteBrands, job.restoreDisabled, job.publishEvents, job.method],
+            { prepare: false },
+          )
+        : await tx.unsafe<BatchCounts[]>(statements.insert, [job.accountId, job.id, from, to, job.publishEvents, job.method], { prepare: false });
+      for (const k of ['rows', 'added', 'updated', 'skipped', 'events'] as const) counts[k] += Number(got![k]);
+    }
     // The merge table may sit on unlogged tables that a PostgreSQL crash empties: never count a
     // batch that read fewer rows than its range holds.
-    if (counts!.rows < hi - lo) throw new StagingLostError(`staged rows ${lo + 1}…${hi} of import ${job.id} were lost (read ${counts!.rows})`);
+    if (counts.rows < hi - lo) throw new StagingLostError(`staged rows ${lo + 1}…${hi} of import ${job.id} were lost (read ${counts.rows})`);
 
     // Commits in seq order: wait until the earlier batch's transaction has ended, committed or not.
     if (previousLo !== undefined) await tx`select pg_advisory_xact_lock_shared(hashtextextended(${batchKey(job.id, previousLo)}, 0))`;
     const [advanced] = await tx.unsafe<{ percentComplete: number }[]>(
       m.advance,
-      [job.accountId, job.id, lo, hi, counts!.added, counts!.updated, counts!.skipped, rowCount, estimatedEnd],
+      [job.accountId, job.id, lo, hi, counts.added, counts.updated, counts.skipped, rowCount, estimatedEnd],
       { prepare: false },
     );
     if (!advanced) {
@@ -266,6 +278,6 @@ async function batchTransaction(m: Merge, part: Part, lo: number, hi: number, pr
         where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
       throw new BatchHalted(now?.running ? 'moved' : 'stop');
     }
-    return { hi, percentComplete: advanced.percentComplete, counts: counts! };
+    return { hi, percentComplete: advanced.percentComplete, counts };
   })) as Outcome;
 }
