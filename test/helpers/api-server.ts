@@ -73,7 +73,7 @@ export function rawExchange(port: number, request: string | Uint8Array): Promise
       socket.destroy();
       reject(new Error(`no end of answer within ${TIMEOUT_MS} ms`));
     }, TIMEOUT_MS);
-    socket.on('data', (d) => chunks.push(d));
+    socket.on('data', (d: Buffer) => chunks.push(d));
     socket.on('error', () => {}); // a reset shows as a short or empty answer
     socket.on('close', () => {
       clearTimeout(timer);
