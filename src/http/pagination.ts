@@ -7,20 +7,30 @@ import { invalidParameter } from '../errors';
  */
 export const PARAMETER = 'x-parameter';
 
+/**
+ * A query integer: plain decimal digits only. Elysia coerces a numeric query value with Number(),
+ * which reads `0x10` as 16, `1e1` as 10 and ` 1`, `+1` or `1.0` as 1; the raw text is checked
+ * against digits instead and decoded here, with the bounds, so each fault names its parameter.
+ */
+function queryInteger(name: string, minimum: number, maximum: number, error: string, description: string) {
+  return t.Optional(
+    t
+      .Transform(t.String({ pattern: '^[0-9]+$', error, description, [PARAMETER]: name }))
+      .Decode((text) => {
+        const value = Number(text);
+        if (!(value >= minimum && value <= maximum)) throw invalidParameter(name, error);
+        return value;
+      })
+      .Encode((value) => String(value)),
+  );
+}
+
 /** page/pageSize of every list endpoint, with the spec's bounds and defaults. */
 export const pageParams = {
   // The upper bound keeps page exact in a JS number and the SQL offset within bigint (a page like 1e20
   // used to reach PostgreSQL as "2e+22" and fail as a 500).
-  page: t.Optional(
-    t.Integer({
-      minimum: 1,
-      maximum: Number.MAX_SAFE_INTEGER,
-      default: undefined,
-      error: 'page must be an integer of at least 1 (and below 2^53).',
-      [PARAMETER]: 'page',
-    }),
-  ),
-  pageSize: t.Optional(t.Integer({ minimum: 10, maximum: 200, error: 'pageSize must be an integer from 10 to 200.', [PARAMETER]: 'pageSize' })),
+  page: queryInteger('page', 1, Number.MAX_SAFE_INTEGER, 'page must be an integer of at least 1 (and below 2^53), in decimal digits.', 'Default 1.'),
+  pageSize: queryInteger('pageSize', 10, 200, 'pageSize must be an integer from 10 to 200, in decimal digits.', 'Default 200.'),
 };
 
 export const Pagination = t.Object({
