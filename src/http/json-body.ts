@@ -36,13 +36,21 @@ export async function readJsonBody(request: Request, limitBytes: number): Promis
 
 function parseJson(bytes: Uint8Array): unknown {
   if (bytes.byteLength === 0) return undefined;
-  const text = new TextDecoder('utf-8', { fatal: false }).decode(bytes);
+  let text: string;
+  try {
+    // JSON is UTF-8 (RFC 8259): a lenient decoder would store each invalid byte as U+FFFD.
+    text = UTF8.decode(bytes);
+  } catch {
+    throw invalidRequest('The request body is not valid JSON: it is not valid UTF-8.');
+  }
   try {
     return JSON.parse(text);
   } catch {
     throw invalidRequest('The request body is not valid JSON.');
   }
 }
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 function isJson(contentType: string): boolean {
   const mime = contentType.split(';')[0]!.trim().toLowerCase();
