@@ -25,18 +25,22 @@ export class UploadTokens {
     return `${payload}.${this.mac(payload)}`;
   }
 
-  /** The grant of a genuine token (expired or not), or undefined for a malformed or forged one. */
+  /**
+   * The grant of a genuine token (expired or not), or undefined for a malformed or forged one. A token
+   * is genuine only in the one spelling `sign` gives it: base64url decoding ignores padding, stray
+   * characters and the spare low bits of the last character, so comparing decoded MACs accepted
+   * several spellings of one token. The token is read, signed again and compared whole.
+   */
   verify(token: string): UploadGrant | undefined {
     const dot = token.indexOf('.');
     if (dot <= 0 || dot !== token.lastIndexOf('.')) return undefined;
-    const payload = token.slice(0, dot);
-    const given = Buffer.from(token.slice(dot + 1), 'base64url');
-    const expected = Buffer.from(this.mac(payload), 'base64url');
-    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return undefined;
-    const [accountId, importId, exp, ...rest] = Buffer.from(payload, 'base64url').toString('utf8').split('.');
-    const expiresAt = Number(exp);
-    if (rest.length || !accountId || !importId || !UUID.test(accountId) || !UUID.test(importId) || !Number.isSafeInteger(expiresAt)) return undefined;
-    return { accountId, importId, expiresAt };
+    const [accountId, importId, exp, ...rest] = Buffer.from(token.slice(0, dot), 'base64url').toString('utf8').split('.');
+    if (rest.length || !accountId || !importId || !UUID.test(accountId) || !UUID.test(importId) || !/^[0-9]{1,15}$/.test(exp ?? '')) return undefined;
+    const grant = { accountId, importId, expiresAt: Number(exp) };
+    const given = Buffer.from(token, 'utf8');
+    const genuine = Buffer.from(this.sign(grant), 'utf8');
+    if (given.length !== genuine.length || !timingSafeEqual(given, genuine)) return undefined;
+    return grant;
   }
 
   private mac(payload: string): string {
