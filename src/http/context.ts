@@ -1,5 +1,6 @@
 import type { Auth, KeyClaim } from '../auth/authenticate';
 import { ApiError } from '../errors';
+import { rejectQueryOnPlainRoute } from './query-rules';
 
 /**
  * Per-request facts established before Elysia's router runs (authentication happens before the body
@@ -19,6 +20,8 @@ interface RequestFacts {
   claim?: KeyClaim;
   confirm?: () => Promise<KeyClaim>;
   route?: string;
+  /** The query was checked against the route (once the key was; see `admitted`). */
+  queryChecked?: boolean;
 }
 
 const facts = new WeakMap<Request, RequestFacts>();
@@ -36,16 +39,31 @@ export function factsOf(request: Request): RequestFacts | undefined {
 
 /** The authenticated account of a /v1 request; route handlers call this. */
 export function authOf(request: Request): Auth {
-  const auth = facts.get(request)?.auth;
-  if (!auth) throw new ApiError('api_error', 'The request was not authenticated.');
-  return auth;
+  const f = facts.get(request);
+  if (!f?.auth) throw new ApiError('api_error', 'The request was not authenticated.');
+  admitted(request, f);
+  return f.auth;
 }
 
 /** The key claim of a one-statement contact route, confirmed or not. */
 export function claimOf(request: Request): KeyClaim {
-  const claim = facts.get(request)?.claim;
-  if (!claim) throw new ApiError('api_error', 'The request was not authenticated.');
-  return claim;
+  const f = facts.get(request);
+  if (!f?.claim) throw new ApiError('api_error', 'The request was not authenticated.');
+  admitted(request, f);
+  return f.claim;
+}
+
+/**
+ * The request-shape check that no route declares: a query on a /v1 route that takes none. Every
+ * /v1 handler asks for its key (authOf, claimOf) before it does anything, and by then the key has
+ * been checked (401, 403 first) and the path and body validated, so the 400 comes where DESIGN.md's
+ * order of checks puts it. A refusal on an unconfirmed claim is answered as 401 if the key is bad
+ * (app.ts onError confirms it first).
+ */
+function admitted(request: Request, f: RequestFacts): void {
+  if (f.queryChecked) return;
+  f.queryChecked = true;
+  rejectQueryOnPlainRoute(request.method, f.route, request.url);
 }
 
 /** The key confirmed against the database (401/403 problems when it is not valid after all). */
