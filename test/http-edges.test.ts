@@ -161,6 +161,10 @@ describe('Unknown query parameters on every /v1 route', () => {
       expect({ method, path, errors: problem.errors }).toEqual({ method, path, errors: [{ detail: expect.any(String), parameter: 'fields' }] });
       expectProblem(await api.raw(httpRequest(method, `${path}?fields=email`, { headers: { ...headers, Authorization: 'Bearer nope' }, body })), 401, 'authentication_error');
     }
+    // HEAD is answered by the GET route, query included.
+    expect((await api.raw(httpRequest('HEAD', '/v1/brands?pageSize=10', { headers: auth() }))).status).toBe(200);
+    const head = await api.raw(httpRequest('HEAD', '/v1/contact-schema?fields=email', { headers: auth() }));
+    expect([head.status, head.headers.get('content-type')]).toEqual([400, 'application/problem+json']);
     // Nothing was written by the refused requests.
     const [contacts] = await api.db.sql`select count(*)::int as n from contacts`;
     const [imports] = await api.db.sql`select count(*)::int as n from contact_imports`;

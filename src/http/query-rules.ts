@@ -17,7 +17,9 @@ export const ROUTES_WITH_QUERY: ReadonlySet<string> = new Set([
  * client believe it filtered or changed something (`GET /v1/contacts/<md5>?fields=email`).
  */
 export function rejectQueryOnPlainRoute(method: string, route: string | undefined, url: string): void {
-  if (route === undefined || ROUTES_WITH_QUERY.has(`${method} ${route}`)) return;
+  // Elysia answers HEAD with the GET route.
+  const asRouted = method === 'HEAD' ? 'GET' : method;
+  if (route === undefined || ROUTES_WITH_QUERY.has(`${asRouted} ${route}`)) return;
   const q = url.indexOf('?');
   if (q < 0) return;
   for (const key of new URLSearchParams(url.slice(q + 1)).keys()) {
