@@ -214,6 +214,23 @@ describe('PUT /uploads/<token>: refusals', () => {
     expect((await row(id)).status).toBe('awaiting-upload');
   });
 
+  test('a token has one spelling: a twin MAC character, padding or a padded payload is refused like a forgery', async () => {
+    const { id, url } = await newImport();
+    const token = url.split('/uploads/')[1]!;
+    const [payload, sig] = token.split('.') as [string, string];
+    // 32 MAC bytes in 43 base64url characters: the last character's 2 low bits are spare, so it has 3 twins.
+    const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+    const at = alphabet.indexOf(sig.at(-1)!);
+    const twins = [1, 2, 3].map((d) => `${payload}.${sig.slice(0, -1)}${alphabet[at - (at % 4) + ((at + d) % 4)]}`);
+    for (const twin of twins) expect(Buffer.from(twin.split('.')[1]!, 'base64url')).toEqual(Buffer.from(sig, 'base64url'));
+    for (const bad of [...twins, `${token}=`, `${token}==`, `${payload}=.${sig}`, `${payload}==.${sig}`]) {
+      expect(store.tokens.verify(bad)).toBeUndefined();
+      await expectXml(await PUT(`http://api.test/uploads/${bad}`, CSV), 403, 'AccessDenied');
+    }
+    expect((await row(id)).status).toBe('awaiting-upload');
+    expect(store.tokens.verify(token)).toMatchObject({ accountId: t.accountId, importId: id });
+  });
+
   test('a method other than PUT is 405', async () => {
     const { url } = await newImport();
     for (const method of ['GET', 'POST', 'DELETE']) {
