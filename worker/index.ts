@@ -2,17 +2,18 @@
  * The worker process: runs contact imports and the upload sweeper from BullMQ. Stateless; run as
  * many as you like. Postgres holds every state, so a killed worker loses nothing.
  */
-import { Queue, UnrecoverableError, Worker, type Job, type Processor } from 'bullmq';
+import { DelayedError, Queue, UnrecoverableError, Worker, type Job, type Processor } from 'bullmq';
 import { mkdir, utimes, writeFile } from 'node:fs/promises';
 import { loadConfigOrExit } from '../src/config';
 import { connect } from '../src/db';
 import { errorFields, log, setLogLevel } from '../src/http/log';
 import { createImportQueue, redisConnection } from '../src/imports/bullmq-queue';
-import { IMPORT_JOB, IMPORT_QUEUE, JOB_NAMES, SWEEP_EVERY_MS, SWEEP_JOB, SWEEP_JOB_OPTIONS, SWEEP_QUEUE, SWEEP_SCHEDULER_ID, type ImportJobData } from '../src/imports/jobs';
+import { BUSY_RECHECK_MS, IMPORT_JOB, IMPORT_LOCK_MS, IMPORT_LOCK_RENEW_MS, IMPORT_QUEUE, JOB_NAMES, STALLED_CHECK_MS, SWEEP_JOB, SWEEP_QUEUE, type ImportJobData } from '../src/imports/jobs';
 import { resolveDatabaseUrl, resolveRedisUrl } from '../src/cli/local/urls';
 import { createStore } from '../src/storage';
-import { markImportFailed, runImport } from './import/index';
+import { ImportBusyError, markImportFailed, runImport } from './import/index';
 import { workerPoolSize } from './pool-size';
+import { keepSweepScheduler } from './schedulers';
 import { sweep } from './sweep';
 
 // A process in an unknown state must not keep taking jobs: log, exit, let the supervisor restart it.
@@ -36,18 +37,29 @@ const sql = connect(db.url, poolSize, { appName: config.appName });
 const storage = await createStore(config);
 const importQueue = createImportQueue(redis.url);
 
-type Handler = (job: Job) => Promise<unknown>;
+type Handler = (job: Job, token?: string) => Promise<unknown>;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Every job name of every queue, mapped to exactly one handler (checked below, before any job runs). */
 const handlers: Record<string, Record<string, Handler>> = {
   [IMPORT_QUEUE]: {
-    [IMPORT_JOB]: async (job: Job<ImportJobData>) => {
+    [IMPORT_JOB]: async (job: Job<ImportJobData>, token?: string) => {
       const { accountId, importId } = job.data ?? {};
       // Bad input never gets better with retries.
       if (!UUID.test(accountId ?? '') || !UUID.test(importId ?? '')) throw new UnrecoverableError(`job ${job.id} has no valid accountId/importId`);
-      await runImport({ sql, storage, config, log: (msg, fields) => log('info', msg, { importId, ...fields }) }, accountId, importId);
+      try {
+        await runImport({ sql, storage, config, log: (msg, fields) => log('info', msg, { importId, ...fields }) }, accountId, importId);
+      } catch (e) {
+        if (!(e instanceof ImportBusyError) || !token) throw e;
+        // Another run holds the import's session lock: a worker whose lock lapsed while it still
+        // runs, a job that Redis lost and the sweeper enqueued again, or a killed worker whose
+        // last statement PostgreSQL is still finishing. Look again soon, without spending one of
+        // the job's retries: their exponential backoff would leave the import idle for minutes
+        // if the holder dies next.
+        await job.moveToDelayed(Date.now() + BUSY_RECHECK_MS, token);
+        throw new DelayedError();
+      }
     },
   },
   [SWEEP_QUEUE]: {
@@ -72,18 +84,22 @@ function checkHandlers(): void {
 
 function processorFor(queueName: string): Processor {
   const map = handlers[queueName]!;
-  return async (job) => {
+  return async (job, token) => {
     const handler = map[job.name];
     if (!handler) throw new UnrecoverableError(`no handler for job ${job.name} on ${queueName}`);
-    return handler(job);
+    return handler(job, token);
   };
 }
 
 const importWorker = new Worker(IMPORT_QUEUE, processorFor(IMPORT_QUEUE), {
   connection: redisConnection(redis.url),
   concurrency,
-  // Generous: a batch merge holds the event loop and must not let the lock lapse mid-import.
-  lockDuration: 5 * 60_000,
+  // A killed worker's import is picked up again within seconds (see IMPORT_LOCK_MS).
+  lockDuration: IMPORT_LOCK_MS,
+  lockRenewTime: IMPORT_LOCK_RENEW_MS,
+  stalledInterval: STALLED_CHECK_MS,
+  // A job that keeps killing its worker fails after this many stalls; the sweeper then enqueues
+  // it again while PostgreSQL says the import is open, so this only bounds a crash loop's pace.
   maxStalledCount: 2,
 });
 const sweepWorker = new Worker(SWEEP_QUEUE, processorFor(SWEEP_QUEUE), {
@@ -104,9 +120,10 @@ importWorker.on('failed', (job, e) => {
   markImportFailed(sql, data.accountId, data.importId, reason).catch((err) => log('error', 'could not mark the import failed', { importId: data.importId, ...errorFields(err) }));
 });
 
-// Every process upserts the same scheduler id, so one sweep runs per interval however many run.
-const sweepQueue = new Queue(SWEEP_QUEUE, { connection: redisConnection(redis.url) });
-await sweepQueue.upsertJobScheduler(SWEEP_SCHEDULER_ID, { every: SWEEP_EVERY_MS }, { name: SWEEP_JOB, opts: SWEEP_JOB_OPTIONS });
+const sweepConnection = redisConnection(redis.url);
+const sweepQueue = new Queue(SWEEP_QUEUE, { connection: sweepConnection });
+const sweepScheduler = keepSweepScheduler(sweepQueue, sweepConnection);
+await sweepScheduler.started;
 log('info', 'worker started', { concurrency, storage: storage.driver });
 
 // The worker serves no HTTP: the container HEALTHCHECK (src/cli/healthcheck.ts) reads this file's age.
@@ -130,8 +147,10 @@ async function shutdown(signal: string) {
   }
   stopping = true;
   log('info', 'worker shutting down', { signal });
+  sweepScheduler.stop();
   await Promise.allSettled([importWorker.close(), sweepWorker.close()]);
   await Promise.allSettled([sweepQueue.close(), importQueue.close()]);
+  await sweepConnection.quit().catch(() => sweepConnection.disconnect());
   await sql.end({ timeout: 5 }).catch(() => {});
   await db.stop();
   await redis.stop();
