@@ -1,5 +1,6 @@
 import type { Sql, Tx } from '../db';
 import { operationInProgress } from '../errors';
+import { mergeRetryAfterSeconds } from '../imports/retry-after';
 
 const WHAT: Record<string, string> = {
   'contact-import': 'A bulk contact import is writing this account’s contacts',
@@ -14,8 +15,8 @@ const WHAT: Record<string, string> = {
  * its one change; an import once, before its first merge batch (a drain: it waits for every write
  * that passed its check before the row existed), its batches then holding it shared. So a write
  * either finished before the bulk operation started, or sees the row here and is refused with 409
- * `operation_in_progress` and an honest `Retry-After` (estimated end, at least 1 second). Single
- * writes never block each other on this lock.
+ * `operation_in_progress` and an honest `Retry-After` (see retryAfter below). Single writes never
+ * block each other on this lock.
  *
  * @example await withContactWrite(sql, accountId, (tx) => tx`update contacts set … where …`)
  */
@@ -31,15 +32,45 @@ export async function withContactWrite<T>(sql: Sql, accountId: string, fn: (tx: 
   return result as T;
 }
 
+interface BulkOperation {
+  kind: string;
+  /** seconds until estimated_end; negative once it has passed */
+  ahead: number;
+  /** the import's row, for a contact import (null for a schema change) */
+  quiet: number | null;
+  active: number | null;
+  checkpoint: number | null;
+  row_count: number | null;
+}
+
+/**
+ * Seconds until the bulk operation ends. A merge moves its estimated end with every batch, but a
+ * merge whose worker was killed moves nothing: its passed estimate would say 1 s for as long as
+ * the job waits to be picked up again, and then for the rest of the merge. So a contact import's
+ * answer comes from its progress (src/imports/retry-after.ts, mergeRetryAfterSeconds); a schema
+ * change (the admin CLI, one statement) keeps its own estimate.
+ */
+function retryAfter(op: BulkOperation): number {
+  if (op.kind === 'contact-import' && op.quiet !== null && op.active !== null && op.checkpoint !== null && op.row_count !== null) {
+    return mergeRetryAfterSeconds({ secondsToEstimate: op.ahead, quietSeconds: op.quiet, activeSeconds: op.active, checkpoint: op.checkpoint, rowCount: op.row_count });
+  }
+  return Math.max(1, Math.ceil(op.ahead));
+}
+
 async function refuseDuringBulkOperation(tx: Tx, accountId: string): Promise<void> {
-  const [op] = await tx<{ kind: string; seconds: number }[]>`
-    select kind, ceil(extract(epoch from estimated_end - clock_timestamp()))::int as seconds
-    from bulk_operations
-    where account_id = ${accountId}
-    order by estimated_end desc
+  const [op] = await tx<BulkOperation[]>`
+    select b.kind,
+           extract(epoch from b.estimated_end - clock_timestamp())::float8 as ahead,
+           extract(epoch from clock_timestamp() - i.updated_at)::float8 as quiet,
+           extract(epoch from i.updated_at - b.started_at)::float8 as active,
+           i.checkpoint::float8 as checkpoint, i.row_count::float8 as row_count
+    from bulk_operations b
+    left join contact_imports i on b.kind = 'contact-import' and i.account_id = b.account_id and i.id = b.id
+    where b.account_id = ${accountId}
+    order by b.estimated_end desc
     limit 1`;
   if (!op) return;
-  const seconds = Math.max(1, op.seconds);
+  const seconds = retryAfter(op);
   throw operationInProgress(
     `${WHAT[op.kind] ?? 'A bulk contact operation is running'}; single contact writes are held until it ends. Retry in about ${seconds} s.`,
     seconds,
