@@ -1,13 +1,15 @@
 /**
  * `npm start`: the whole service on embedded defaults. Starts (or reuses) PostgreSQL and Redis when
  * no DATABASE_URL / REDIS_URL is configured, migrates, creates the demo account, runs the API and
- * the worker as child processes, and stops everything it started on Ctrl-C / SIGTERM.
+ * the worker as supervised child processes (a child that dies is started again, see supervise.ts),
+ * and stops everything it started on Ctrl-C / SIGTERM, and only then.
  */
 import { loadConfigOrExit } from '../config';
 import { connect } from '../db';
 import { migrate } from '../migrate';
 import { runDemo } from './admin/demo';
 import { resolveDatabaseUrl, resolveRedisUrl } from './local/urls';
+import { Supervisor } from './supervise';
 
 const say = (msg: string) => console.error(`[start] ${msg}`);
 
@@ -15,17 +17,14 @@ const config = loadConfigOrExit();
 
 const db = await resolveDatabaseUrl(config, say);
 const redis = await resolveRedisUrl(config, say);
-const children: Bun.Subprocess[] = [];
+const supervisor = new Supervisor(say);
 let stopping = false;
 
 async function stopAll(code: number): Promise<never> {
   if (!stopping) {
     stopping = true;
     say('stopping…');
-    for (const child of children) child.kill('SIGTERM');
-    const exited = Promise.all(children.map((c) => c.exited));
-    const timeout = new Promise((r) => setTimeout(r, 20_000));
-    if ((await Promise.race([exited.then(() => 'done'), timeout])) !== 'done') for (const c of children) c.kill('SIGKILL');
+    await supervisor.stop();
     await redis.stop().catch((e) => say(`redis stop failed: ${e}`));
     await db.stop().catch((e) => say(`postgres stop failed: ${e}`));
     say('stopped');
@@ -51,14 +50,7 @@ const demo = await prepareDatabase().catch(async (e) => {
 
 const env = { ...process.env, DATABASE_URL: db.url, REDIS_URL: redis.url };
 for (const [name, entry] of [['api', 'src/index.ts'], ['worker', 'worker/index.ts']] as const) {
-  const child = Bun.spawn([process.execPath, entry], { env, stdio: ['ignore', 'inherit', 'inherit'] });
-  children.push(child);
-  void child.exited.then((code) => {
-    if (!stopping) {
-      say(`${name} exited unexpectedly (code ${code})`);
-      void stopAll(1);
-    }
-  });
+  supervisor.start({ name, cmd: [process.execPath, entry], env });
 }
 
 const base = `http://localhost:${config.port}`;
