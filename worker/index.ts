@@ -136,6 +136,16 @@ await mkdir(config.dataDir, { recursive: true }).catch(() => {});
 void beat();
 setInterval(() => void beat(), 10_000).unref();
 
+// The job locks hold only while the event loop runs the renewal timer (IMPORT_LOCK_MS): a loop
+// held for longer than a renewal interval is worth a warning before it costs a lapsed lock.
+let loopCheckedAt = performance.now();
+setInterval(() => {
+  const now = performance.now();
+  const lagMs = now - loopCheckedAt - 1_000;
+  loopCheckedAt = now;
+  if (lagMs > IMPORT_LOCK_RENEW_MS) log('warn', 'worker event loop was blocked; job locks may lapse', { lagMs: Math.round(lagMs), lockMs: IMPORT_LOCK_MS });
+}, 1_000).unref();
+
 // Phased shutdown: stop taking jobs and let the running ones finish (worker.close() waits), then
 // close connections. A second signal exits at once; the job's lock lapses and another worker
 // resumes it from its last checkpoint.
