@@ -11,7 +11,7 @@ export const UPLOAD_WINDOW_MS = 3600 * 1000;
  */
 const BYTES_PER_SECOND = 4 * 1024 * 1024;
 /** Merge speed assumed before a merge has timed any batch of its own (the same 20,000 rows a second). */
-const MERGE_ROWS_PER_SECOND = 20_000;
+export const MERGE_ROWS_PER_SECOND = 20_000;
 const SWEEP_SLACK_S = Math.ceil(SWEEP_EVERY_MS / 1000);
 const STALLED_RESUME_S = STALLED_RESUME_MS / 1000;
 const STALLED_CHECK_S = Math.ceil(STALLED_CHECK_MS / 1000);

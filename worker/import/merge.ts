@@ -1,12 +1,11 @@
 import { join } from 'node:path';
 import type { Sql } from '../../src/db';
+import { MERGE_ROWS_PER_SECOND } from '../../src/imports/retry-after';
 import { partSizes, StagingLostError } from './dedupe';
 import { stagingTables } from './staging';
 import type { Pipeline } from './state';
 
 const SQL_DIR = join(import.meta.dir, '../../sql/merge');
-/** Merge speed assumed for Retry-After before the first batch has been timed. */
-const ASSUMED_ROWS_PER_SECOND = 20_000;
 /** In-process retries of a batch that lost a deadlock or serialization race before giving up to the queue. */
 const RACE_RETRIES = 3;
 
@@ -119,7 +118,7 @@ export async function mergePhase(p: Pipeline, conn: Sql, concurrency: number): P
   }
   try {
     // Own commit, before the first batch: from now on single contact writes get 409 with an estimate.
-    const seconds = Math.ceil((rowCount - job.checkpoint) / ASSUMED_ROWS_PER_SECOND);
+    const seconds = Math.ceil((rowCount - job.checkpoint) / MERGE_ROWS_PER_SECOND);
     await sql`
       insert into bulk_operations (account_id, id, kind, estimated_end)
       values (${job.accountId}::uuid, ${job.id}::uuid, 'contact-import', now() + make_interval(secs => ${seconds}))
@@ -153,7 +152,7 @@ async function mergeBatches(m: Merge, concurrency: number): Promise<boolean> {
       const hi = Math.min(lo + p.batchSize, rowCount);
       next = hi;
       const elapsed = Date.now() - startedAt;
-      const perMs = done > startedFrom && elapsed > 0 ? (done - startedFrom) / elapsed : ASSUMED_ROWS_PER_SECOND / 1000;
+      const perMs = done > startedFrom && elapsed > 0 ? (done - startedFrom) / elapsed : MERGE_ROWS_PER_SECOND / 1000;
       const estimatedEnd = new Date(Date.now() + (rowCount - done) / perMs);
       let locked!: () => void;
       const isLocked = new Promise<void>((r) => (locked = r));
