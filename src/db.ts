@@ -1,5 +1,6 @@
 import postgres from 'postgres';
 import { DEFAULT_APP_NAME } from './config';
+import { guardPinned } from './db-pinned';
 
 export type Sql = postgres.Sql<{}>;
 export type Tx = postgres.TransactionSql<{}>;
@@ -8,14 +9,15 @@ export type Tx = postgres.TransactionSql<{}>;
  * The one postgres.js instance of a process. bigint columns (counters) come back as JS numbers:
  * every counter here stays far below 2^53. `appName` is PostgreSQL's application_name (what
  * pg_stat_activity shows; Config.appName for the API and the worker); `debug` sees every statement
- * sent (tests count round trips).
+ * sent (tests count round trips). Transactions and reservations are guarded against postgres.js
+ * writing on a connection it already closed (src/db-pinned.ts).
  */
 export function connect(
   url: string,
   max = 10,
   options: { appName?: string; debug?: (connection: number, query: string) => void } = {},
 ): Sql {
-  return postgres(url, {
+  const sql = postgres(url, {
     max,
     ...(options.debug && { debug: options.debug }),
     idle_timeout: 30,
@@ -26,4 +28,5 @@ export function connect(
     },
     connection: { application_name: options.appName ?? DEFAULT_APP_NAME },
   }) as unknown as Sql;
+  return guardPinned(sql);
 }

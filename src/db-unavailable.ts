@@ -1,0 +1,46 @@
+import postgres from 'postgres';
+
+/**
+ * The one rule for "the database is away": the connection was lost or refused, or the server is
+ * shutting down, crashed, or still starting up. Such a failure says nothing about the request or
+ * the import that met it: the same work succeeds once PostgreSQL answers again. The API answers it
+ * with 503 (src/http/unavailable.ts), the worker retries (worker/import/index.ts), and
+ * src/db-pinned.ts takes it as the end of a pinned connection.
+ */
+export function isDatabaseUnavailable(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return false;
+  if (error instanceof postgres.PostgresError) return SERVER_CODES.has(code) || code.startsWith('08');
+  return CLIENT_CODES.has(code);
+}
+
+/**
+ * SQLSTATEs: 57P01 admin_shutdown (also pg_terminate_backend), 57P02 crash_shutdown (another
+ * backend crashed, or an immediate shutdown), 57P03 cannot_connect_now (starting up, in recovery,
+ * shutting down), 53300 too_many_connections. Class 08 is connection exceptions.
+ */
+const SERVER_CODES = new Set(['57P01', '57P02', '57P03', '53300']);
+
+/**
+ * postgres.js's own connection errors, and the socket errors it passes through while connecting or
+ * when a connection breaks. CONNECTION_ENDED is the pool being closed at shutdown.
+ */
+const CLIENT_CODES = new Set([
+  'CONNECTION_CLOSED',
+  'CONNECTION_DESTROYED',
+  'CONNECTION_ENDED',
+  'CONNECT_TIMEOUT',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+]);
+
+/** The error a pinned connection's statement gets once its connection is gone (the shape of postgres.js's own). */
+export function connectionLost(cause?: unknown): Error {
+  return Object.assign(new Error('write CONNECTION_CLOSED: the database connection of this transaction or reserved session was lost', { cause }), {
+    code: 'CONNECTION_CLOSED',
+  });
+}
