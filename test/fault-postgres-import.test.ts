@@ -14,6 +14,7 @@ import {
   enqueueImport,
   holdIn,
   importOutcome,
+  jobAttempts,
   movingAgain,
   PG_FAULT_ENV,
   pgFaultCsv,
@@ -29,6 +30,7 @@ let bed: FaultBed;
 let worker: Child;
 let csv: string;
 let reference: ImportOutcome;
+let referenceAttempts: Awaited<ReturnType<typeof jobAttempts>>;
 
 beforeAll(async () => {
   bed = await faultBed(PG_FAULT_ENV);
@@ -38,6 +40,7 @@ beforeAll(async () => {
   await enqueueImport(bed, accountId, importId);
   reference = await importOutcome(bed.sql, accountId, importId);
   expect(reference).toMatchObject({ status: 'success', failureReason: null, rowCount: 49_960 });
+  referenceAttempts = await jobAttempts(bed, importId);
 }, 120_000);
 
 afterAll(async () => {
@@ -77,6 +80,8 @@ async function faultIn(phase: Phase, fault: 'restart' | 'terminate'): Promise<vo
   const name = fault === 'restart' ? 'PostgreSQL restart -m immediate' : "pg_terminate_backend of the worker's connections";
   console.log(JSON.stringify({ fault: name, phase, recoveryMs, countsEqual }));
   expect(got).toEqual(reference);
+  // The run that met the fault waited for the database and resumed itself: no retry of the job spent.
+  expect(await jobAttempts(bed, importId)).toEqual(referenceAttempts);
   await expectWorkerAlive();
 }
 

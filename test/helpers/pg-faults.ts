@@ -3,9 +3,11 @@
  * contacts that exist already; holds that keep an import inside one phase (so a fault lands there,
  * whatever the machine's speed); and what an import ended with, to compare with an uninterrupted run.
  */
+import { Queue } from 'bullmq';
 import { randomBytes } from 'node:crypto';
 import type { Sql } from '../../src/db';
 import { createImportQueue } from '../../src/imports/bullmq-queue';
+import { IMPORT_QUEUE } from '../../src/imports/jobs';
 import { LocalStore } from '../../src/storage/local';
 import { UploadTokens } from '../../src/storage/upload-token';
 import { contactsChecksum, waitForImportEnd, type FaultBed } from './fault-bed';
@@ -161,3 +163,14 @@ export async function importOutcome(sql: Sql, accountId: string, importId: strin
 }
 
 export type ImportOutcome = Awaited<ReturnType<typeof importOutcome>>;
+
+/** How many deliveries of the import's job the queue started and finished (its retries show here). */
+export async function jobAttempts(bed: FaultBed, importId: string): Promise<{ started: number; made: number }> {
+  const queue = new Queue(IMPORT_QUEUE, { connection: { url: bed.redisUrl } });
+  try {
+    const job = await queue.getJob(importId);
+    return { started: job?.attemptsStarted ?? -1, made: job?.attemptsMade ?? -1 };
+  } finally {
+    await queue.close();
+  }
+}

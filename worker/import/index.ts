@@ -1,7 +1,8 @@
 import type { Config } from '../../src/config';
 import type { Sql } from '../../src/db';
+import { isDatabaseUnavailable } from '../../src/db-unavailable';
 import type { ObjectStore } from '../../src/storage/store';
-import { dedupePhase, ensureStaged } from './dedupe';
+import { dedupePhase, ensureStaged, StagingLostError } from './dedupe';
 import { cleanup, finishPhase } from './finish';
 import { mergePhase } from './merge';
 import { readPhase } from './read';
@@ -27,10 +28,45 @@ export interface ImportDeps {
  * when the file can never import (header, encoding, empty). Any other error is transient
  * (connection loss, deadlock, object store trouble): the import stays `importing` and the job
  * should be retried. ImportBusyError means another worker is running this import right now.
+ *
+ * When the database goes away mid-run (src/db-unavailable.ts), or a crash emptied the staging, the
+ * run waits until PostgreSQL answers and starts over from the committed state itself, for up to
+ * DATABASE_WAIT_MS, before it throws for the queue to retry.
  */
 export async function runImport(deps: ImportDeps, accountId: string, importId: string): Promise<void> {
-  const { sql, storage } = deps;
   const log = deps.log ?? (() => {});
+  const deadline = Date.now() + DATABASE_WAIT_MS;
+  for (;;) {
+    try {
+      return await runOnce(deps, accountId, importId, log);
+    } catch (e) {
+      if (!(isDatabaseUnavailable(e) || e instanceof StagingLostError) || Date.now() >= deadline) throw e;
+      log('import interrupted by a database fault; resuming from its last commit once PostgreSQL answers', { importId, error: String(e) });
+      await databaseAnswers(deps.sql, deadline, e);
+    }
+  }
+}
+
+/**
+ * How long one delivery of the job waits for a database that went away (a restart, a failover, a
+ * killed connection) and resumes the import itself, before it gives the job back to the queue's
+ * retries. A restart takes a few seconds; the queue's first retry would come 5 s after the failure
+ * and spend one of the job's attempts, and a second failure (postgres.js fails the first statement
+ * on a connection whose backend died mid-statement once more, porsager/postgres#1223) 10 s after that.
+ */
+const DATABASE_WAIT_MS = 60_000;
+
+/** Resolves once the database answers again; throws `lost` if it does not before `deadline`. */
+async function databaseAnswers(sql: Sql, deadline: number, lost: unknown): Promise<void> {
+  for (let pause = 100; Date.now() < deadline; pause = Math.min(pause * 2, 1_000)) {
+    await Bun.sleep(pause);
+    if (await sql`select 1`.then(() => true, () => false)) return;
+  }
+  throw lost;
+}
+
+async function runOnce(deps: ImportDeps, accountId: string, importId: string, log: Pipeline['log']): Promise<void> {
+  const { sql, storage } = deps;
   const seen = await loadImport(sql, accountId, importId);
   if (!seen) {
     log('import not found', { accountId, importId });
