@@ -2,7 +2,7 @@
 import { describe, expect, test } from 'bun:test';
 import { isValidEmail } from '../src/contacts/email';
 import { BrandIndex, RowReader, type Column } from '../worker/import/cells';
-import { jsonString, readBoolean, readNumber, splitList, tooLong, validEmail } from '../worker/import/values';
+import { jsonString, readBoolean, readNumber, splitList, tooLong, validEmail } from '../src/schema/values';
 import { headerMismatch } from '../worker/import/columns';
 
 const ALPHA = '11111111-1111-4111-8111-111111111111';

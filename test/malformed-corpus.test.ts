@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ALL_SCOPES, type Scope } from '../src/auth/scopes';
 import { problemOf, serveTestApi, type RawAnswer, type ServedApi } from './helpers/api-server';
 import { createAccount, createAttribute, createBrand, createKey, createSuppressionList } from './helpers/fixtures';
-import { malformedCorpus, PENDING_EMAIL, type CorpusCase, type CorpusContext, type Expected } from './helpers/malformed-corpus';
+import { malformedCorpus, type CorpusCase, type CorpusContext, type Expected } from './helpers/malformed-corpus';
 import { DOCS_URL } from './helpers/app';
 
 const LIMIT = 32 * 1024;
@@ -136,21 +136,13 @@ describe('The malformed-request corpus', () => {
 
   for (const group of GROUPS) {
     test(`${group}: every answer is the one expected`, () => {
-      expect(wrongAnswers(corpus.filter((c) => c.group === group && !c.pending))).toEqual([]);
+      expect(wrongAnswers(corpus.filter((c) => c.group === group))).toEqual([]);
     });
   }
 
-  // Defects in files outside the HTTP edges, being fixed elsewhere (see each case's `pending`). This
-  // test fails once they are all fixed: then drop their `pending` marks so the groups above hold them.
-  test.failing('pending fixes elsewhere: these cases still get a wrong answer', () => {
-    const pending = corpus.filter((c) => c.pending);
-    expect(pending.length).toBeGreaterThan(0);
-    expect(wrongAnswers(pending)).toEqual([]);
-  });
-
   test('nothing the corpus sent was written', async () => {
     const [row] = await api.db.sql`
-      select (select count(*)::int from contacts where email <> ${PENDING_EMAIL}) as contacts,
+      select (select count(*)::int from contacts) as contacts,
              (select count(*)::int from suppression_imports) as suppression_imports,
              (select count(*)::int from contact_imports) as contact_imports`;
     expect(row).toEqual({ contacts: 1, suppression_imports: 0, contact_imports: 1 });

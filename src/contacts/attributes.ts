@@ -1,12 +1,13 @@
 import { invalidRequest, pointer, type FieldError } from '../errors';
 import { PREDEFINED, type AttributeType, type SchemaAttribute } from '../schema/service';
-import { DERIVED_SUB_KEYS, derivedOf, isValidEmail } from './email';
+import { isValueOf, MAX_CELL, readAttributeValue, type AttributeValue, type ReadValue } from '../schema/values';
+import { DERIVED_SUB_KEYS, derivedOf } from './email';
 
-export type AttributeValue = string | number | boolean | string[];
+export type { AttributeValue } from '../schema/values';
 /** Stored form: canonical schema name → typed JSON value. */
 export type Attributes = Record<string, AttributeValue>;
 
-export const MAX_TEXT = 255;
+export const MAX_TEXT = MAX_CELL;
 
 /** What a create or patch body asks for: values to set and (patch only) names to remove. */
 export interface AttributeChanges {
@@ -14,77 +15,26 @@ export interface AttributeChanges {
   remove: string[];
 }
 
-/** Characters as the spec counts them (code points, like PostgreSQL's char_length). */
-const lengthOf = (s: string) => [...s].length;
-
-const BOOLEAN_TEXT: Record<string, boolean> = { true: true, false: false, yes: true, no: false, '1': true, '0': false };
-const DECIMAL = /^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$/;
-
-/** Splits the canonical text of a list like a CSV cell: `;` separates, `\;` is a literal semicolon. */
-function splitList(text: string): string[] {
-  const out: string[] = [];
-  let current = '';
-  for (let i = 0; i < text.length; i++) {
-    if (text[i] === '\\' && text[i + 1] === ';') {
-      current += ';';
-      i++;
-    } else if (text[i] === ';') {
-      out.push(current);
-      current = '';
-    } else current += text[i];
-  }
-  out.push(current);
-  return out;
+/** Why a key names no attribute of the schema: the one wording, wherever the key is met. */
+export function unknownAttribute(key: string): string {
+  return `Unknown attribute ${key}: it is not in the contact schema.`;
 }
 
-type Read = { value: AttributeValue } | { empty: true } | { error: string };
+/**
+ * Refuses, on the body as parsed, an `attributes` key that would not survive being copied into an
+ * object: assigning `__proto__` sets a prototype instead of a property, so Elysia's normaliser
+ * silently dropped it (201 for a key that names nothing). It names no attribute (an attribute
+ * cannot be created with an object-internal name), so it is the unknown-attribute 400.
+ */
+export function refuseUncopyableKeys(attributes: unknown): void {
+  if (typeof attributes !== 'object' || attributes === null || !Object.hasOwn(attributes, '__proto__')) return;
+  const detail = unknownAttribute('__proto__');
+  throw invalidRequest(detail, [{ detail, pointer: pointer('attributes', '__proto__') }]);
+}
 
-/** PostgreSQL text (and jsonb) refuses NUL and unpaired surrogates; they are a 400, not a 500. */
-const storable = (s: string) => !s.includes('\u0000') && s.isWellFormed();
-
-/** Text, with numbers and booleans read as their canonical text. */
-const textOf = (raw: unknown) => (typeof raw === 'number' || typeof raw === 'boolean' ? String(raw) : typeof raw === 'string' ? raw : undefined);
-
-/** Reads a request value as its schema type (native JSON or canonical text). */
-export function readValue(type: AttributeType, raw: unknown, name: string): Read {
-  if (raw === '') return { empty: true };
-  switch (type) {
-    case 'string': {
-      const text = textOf(raw);
-      if (text === undefined) return { error: `Attribute ${name} takes text.` };
-      if (!storable(text)) return { error: `Attribute ${name} contains a NUL character or invalid Unicode.` };
-      return lengthOf(text) > MAX_TEXT ? { error: `Attribute ${name} holds at most ${MAX_TEXT} characters.` } : { value: text };
-    }
-    case 'email': {
-      if (typeof raw !== 'string') return { error: `Attribute ${name} takes an email address.` };
-      const address = raw.trim();
-      return isValidEmail(address) ? { value: address } : { error: `Attribute ${name} must be a valid email address.` };
-    }
-    case 'number': {
-      if (typeof raw === 'number' && Number.isFinite(raw)) return { value: raw };
-      const n = typeof raw === 'string' && DECIMAL.test(raw.trim()) ? Number(raw.trim()) : NaN;
-      return Number.isFinite(n) ? { value: n } : { error: `Attribute ${name} takes a decimal number.` };
-    }
-    case 'boolean': {
-      if (typeof raw === 'boolean') return { value: raw };
-      const b = typeof raw === 'string' ? BOOLEAN_TEXT[raw.trim().toLowerCase()] : undefined;
-      return b === undefined ? { error: `Attribute ${name} takes true or false.` } : { value: b };
-    }
-    case 'array': {
-      const entries = Array.isArray(raw) ? raw : typeof raw === 'string' ? splitList(raw) : undefined;
-      if (!entries) return { error: `Attribute ${name} takes a list of text values.` };
-      const list: string[] = [];
-      for (const [i, entry] of entries.entries()) {
-        const text = textOf(entry);
-        if (text === undefined) return { error: `Entry ${i} of attribute ${name} must be text.` };
-        if (!storable(text)) return { error: `Entry ${i} of attribute ${name} contains a NUL character or invalid Unicode.` };
-        if (lengthOf(text) > MAX_TEXT) return { error: `Entry ${i} of attribute ${name} is longer than ${MAX_TEXT} characters.` };
-        if (text !== '') list.push(text);
-      }
-      // Empty entries are dropped; a list left with none is no value, like an empty string.
-      return list.length ? { value: list } : { empty: true };
-    }
-  }
+/** Reads a request value as its schema type (native JSON or canonical text): the one reader's request form. */
+export function readValue(type: AttributeType, raw: unknown, name: string): ReadValue {
+  return readAttributeValue(type, raw, name, 'request');
 }
 
 /** The account's writable attributes, matched case-insensitively and stored under the schema's name. */
@@ -108,7 +58,7 @@ export class AttributeSchema {
     if (colon > 0 && this.emailNames.has(lower.slice(0, colon)) && (DERIVED_SUB_KEYS as readonly string[]).includes(lower.slice(colon + 1))) {
       return `${key} is a derived sub-attribute: it is computed from the email attribute and is read-only.`;
     }
-    return `Unknown attribute ${key}: it is not in the contact schema.`;
+    return unknownAttribute(key);
   }
 
   /**
@@ -117,7 +67,7 @@ export class AttributeSchema {
    * patch, null removes and an empty value is rejected.
    */
   read(input: Record<string, unknown>, mode: 'create' | 'patch'): AttributeChanges {
-    const changes: AttributeChanges = { set: {}, remove: [] };
+    const changes: AttributeChanges = { set: Object.create(null) as Attributes, remove: [] };
     const errors: FieldError[] = [];
     const seen = new Set<string>();
     for (const [key, raw] of Object.entries(input)) {
@@ -147,15 +97,22 @@ export class AttributeSchema {
 
   /** Response `attributes`: schema order, each email-type value followed by its derived sub-attributes. */
   render(stored: Attributes): Attributes {
-    const out: Attributes = {};
+    const out = Object.create(null) as Attributes;
     for (const a of this.custom) {
-      const value = stored[a.name];
-      if (value === undefined) continue;
+      if (!Object.hasOwn(stored, a.name)) continue;
+      const value: unknown = stored[a.name];
+      // Every write is read by its type, so only a row written by other hands holds a value that
+      // is not: it is left out rather than failing the response (and every later GET) with a 500.
+      if (!isValueOf(a.type, value)) continue;
       out[a.name] = value;
-      if (a.type === 'email' && typeof value === 'string') Object.assign(out, derivedOf(a.name, value));
+      if (a.type === 'email') Object.assign(out, derivedOf(a.name, value as string));
     }
-    // Values whose attribute is no longer in the schema are still the contact's data.
-    for (const [name, value] of Object.entries(stored)) if (!(name in out)) out[name] = value;
+    // Values whose attribute is no longer in the schema are still the contact's data (attributes
+    // are never removed, so this is a safeguard): shown when they are of some attribute type.
+    for (const [name, value] of Object.entries(stored)) {
+      if (Object.hasOwn(out, name) || this.byLower.has(name.toLowerCase())) continue;
+      if (typeof value === 'string' || typeof value === 'boolean' || isValueOf('number', value) || isValueOf('array', value)) out[name] = value;
+    }
     return out;
   }
 }

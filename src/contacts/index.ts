@@ -15,6 +15,7 @@ import {
   EmailMd5Params,
   PatchContactBody,
 } from './model';
+import { refuseUncopyableKeys } from './attributes';
 import { createContact, disableContact, getContact, patchContact } from './service';
 import type { ContactFastPath } from './fast-path';
 
@@ -84,7 +85,11 @@ function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath) {
         return contact;
       },
       {
-        transform: ({ body }) => assertBodyShape(body, BODY_FIELDS.create),
+        transform: ({ body }) => {
+          assertBodyShape(body, BODY_FIELDS.create);
+          // Before Elysia's normaliser copies the body, which loses a `__proto__` key.
+          refuseUncopyableKeys((body as { attributes?: unknown }).attributes);
+        },
         body: CreateContactBody,
         response: { 200: Contact, 201: Contact, ...errorResponses(400, 409) },
         detail: { summary: 'Create a contact, or merge into an existing one', description: '201 when created; 200 when merged or skipped.' },
@@ -117,7 +122,11 @@ function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath) {
         return patchContact(sql, (await confirmedAuthOf(request)).accountId, params.emailMd5, body.attributes);
       },
       {
-        transform: ({ body }) => assertBodyShape(body, BODY_FIELDS.patch),
+        transform: ({ body }) => {
+          assertBodyShape(body, BODY_FIELDS.patch);
+          // Before Elysia's normaliser copies the body, which loses a `__proto__` key.
+          refuseUncopyableKeys((body as { attributes?: unknown }).attributes);
+        },
         params: EmailMd5Params,
         body: PatchContactBody,
         response: { 200: Contact, ...errorResponses(400, 404, 409) },

@@ -23,6 +23,16 @@ interface AttributeRow {
 const toAttribute = (r: AttributeRow): SchemaAttribute => ({ name: r.name, type: r.type, ...(r.description !== null && { description: r.description }) });
 
 /** Custom attributes in creation order. */
+/**
+ * Names an object already has (`__proto__`, `constructor`, `toString`, …, any case): never an
+ * attribute, so such a request key is always an unknown attribute and no lookup or copy of a
+ * contact's attributes can meet one as its own.
+ */
+export function isObjectInternalName(name: string): boolean {
+  const lower = name.toLowerCase();
+  return lower === '__proto__' || lower === 'prototype' || Object.getOwnPropertyNames(Object.prototype).some((p) => p.toLowerCase() === lower);
+}
+
 export async function customAttributes(sql: Sql, accountId: string): Promise<SchemaAttribute[]> {
   const rows = await sql<AttributeRow[]>`
     select name, type, description from schema_attributes where account_id = ${accountId} order by position`;

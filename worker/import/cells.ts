@@ -1,5 +1,5 @@
 import type { AttributeType } from '../../src/schema/service';
-import { jsonString, readBoolean, readNumber, splitList, tooLong, validEmail } from './values';
+import { jsonString, readBoolean, readNumber, splitList, tooLong, validEmail } from '../../src/schema/values';
 
 /**
  * One CSV data row → one line of COPY text for the staging table, or undefined when the row is

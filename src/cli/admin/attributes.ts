@@ -1,5 +1,5 @@
 import type { Sql, Tx } from '../../db';
-import { PREDEFINED, type AttributeType } from '../../schema/service';
+import { isObjectInternalName, PREDEFINED, type AttributeType } from '../../schema/service';
 import { requireAccount } from './accounts';
 import { AdminError, nameFlag, parseFlags, UsageError, uuidFlag, type Command } from './args';
 
@@ -43,6 +43,7 @@ export async function withSchemaChangeHold<T>(sql: Sql, accountId: string, fn: (
 export function validAttribute(name: string, type: string, description: string | undefined): AttributeInput {
   const n = nameFlag('name', name);
   if (PREDEFINED.some((p) => p.name.toLowerCase() === n.toLowerCase())) throw new UsageError(`"${n}" is a predefined attribute`);
+  if (isObjectInternalName(n)) throw new UsageError(`"${n}" is the name of a JavaScript object internal and cannot be an attribute name`);
   if (n.includes(':')) throw new UsageError(`attribute names must not contain ":" (it separates derived keys such as name:md5)`);
   if (!(TYPES as readonly string[]).includes(type)) throw new UsageError(`--type must be one of ${TYPES.join(', ')}, got "${type}"`);
   const d = description?.trim();

@@ -1,7 +1,10 @@
 /**
- * Readers of single CSV cell values for the import's hot loop (cells.ts): plain character scans,
- * no regex and no allocation beyond the result, as they run up to 25 million times a column.
+ * The one reader of attribute values, for API requests and CSV cells alike. Its primitives are
+ * plain character scans, no regex and no allocation beyond the result: the import's hot loop
+ * (worker/import/cells.ts) calls them up to 25 million times a column and writes their results as
+ * JSON text; readAttributeValue composes the same primitives into typed values for requests.
  */
+import type { AttributeType } from './service';
 
 export const MAX_CELL = 255;
 
@@ -167,4 +170,106 @@ export function readBoolean(cell: string): string | undefined {
 function sameLetters(cell: string, word: string): boolean {
   for (let i = 1; i < word.length; i++) if ((cell.charCodeAt(i) | 0x20) !== word.charCodeAt(i)) return false;
   return true;
+}
+
+export type AttributeValue = string | number | boolean | string[];
+
+export type ReadValue = { value: AttributeValue } | { empty: true } | { error: string };
+
+/**
+ * Where a value comes from, the one way a request and a file differ:
+ * - `request`: a JSON value. Native booleans, numbers and arrays are taken as they are (numbers and
+ *   booleans also as the text of a `string` attribute or a list entry), and a `string` attribute's
+ *   text is stored exactly as sent.
+ * - `cell`: the text of a CSV cell, trimmed as a whole first.
+ * Everything else is one rule for both: email, number and boolean text is trimmed; list text splits
+ * on `;` (`\;` a literal semicolon) into trimmed entries, empty ones dropped; 255 code points at
+ * most for a text and for each list entry; no NUL and no unpaired surrogate (PostgreSQL stores
+ * neither); booleans are true/false/yes/no/1/0 in any case; numbers are decimal.
+ */
+export type ValueSource = 'request' | 'cell';
+
+/** PostgreSQL text (and jsonb) refuses NUL and unpaired surrogates. */
+const storable = (s: string) => s.indexOf('\0') === -1 && s.isWellFormed();
+
+/** Text of a request value: numbers and booleans read as their canonical text. */
+const textOf = (raw: unknown) => (typeof raw === 'number' || typeof raw === 'boolean' ? String(raw) : typeof raw === 'string' ? raw : undefined);
+
+/**
+ * Reads one value as its attribute's type. `name` is only for the error text.
+ * @example readAttributeValue('boolean', ' Yes ', 'vip', 'cell') // { value: true }
+ * @example readAttributeValue('boolean', '__proto__', 'vip', 'request') // { error: 'Attribute vip takes true or false.' }
+ */
+export function readAttributeValue(type: AttributeType, raw: unknown, name: string, from: ValueSource): ReadValue {
+  const native = from === 'request';
+  let text = native ? textOf(raw) : typeof raw === 'string' ? raw.trim() : undefined;
+  if (text === '') return { empty: true };
+  switch (type) {
+    case 'string': {
+      if (text === undefined) return { error: `Attribute ${name} takes text.` };
+      if (!storable(text)) return { error: `Attribute ${name} contains a NUL character or invalid Unicode.` };
+      return tooLong(text) ? { error: `Attribute ${name} holds at most ${MAX_CELL} characters.` } : { value: text };
+    }
+    case 'email': {
+      text = typeof raw === 'string' ? raw.trim() : undefined;
+      return text !== undefined && validEmail(text) ? { value: text } : { error: `Attribute ${name} must be a valid email address.` };
+    }
+    case 'number': {
+      if (native && typeof raw === 'number') return Number.isFinite(raw) ? { value: raw } : { error: `Attribute ${name} takes a decimal number.` };
+      const json = typeof raw === 'string' ? readNumber(raw.trim()) : undefined;
+      return json === undefined ? { error: `Attribute ${name} takes a decimal number.` } : { value: Number(json) };
+    }
+    case 'boolean': {
+      if (native && typeof raw === 'boolean') return { value: raw };
+      const json = typeof raw === 'string' ? readBoolean(raw.trim()) : undefined;
+      return json === undefined ? { error: `Attribute ${name} takes true or false.` } : { value: json === 'true' };
+    }
+    case 'array':
+      return native && Array.isArray(raw) ? readEntries(raw, name) : readListText(typeof raw === 'string' ? raw : undefined, name);
+  }
+}
+
+/** A JSON array: each entry text (or a number or boolean as text) as sent; empty entries dropped. */
+function readEntries(entries: readonly unknown[], name: string): ReadValue {
+  const list: string[] = [];
+  for (const [i, entry] of entries.entries()) {
+    const text = textOf(entry);
+    if (text === undefined) return { error: `Entry ${i} of attribute ${name} must be text.` };
+    if (!storable(text)) return { error: `Entry ${i} of attribute ${name} contains a NUL character or invalid Unicode.` };
+    if (tooLong(text)) return { error: `Entry ${i} of attribute ${name} is longer than ${MAX_CELL} characters.` };
+    if (text !== '') list.push(text);
+  }
+  // A list left with no entry is no value, like an empty string.
+  return list.length ? { value: list } : { empty: true };
+}
+
+/** The text form of a list, split by the same splitList as a CSV cell. */
+function readListText(text: string | undefined, name: string): ReadValue {
+  if (text === undefined) return { error: `Attribute ${name} takes a list of text values.` };
+  // Trimmed whole first, as a cell is: splitList leaves a cell without `;` as it is.
+  const trimmed = text.trim();
+  if (trimmed === '') return { empty: true };
+  const list = splitList(trimmed);
+  if (list === undefined) return { error: `An entry of attribute ${name} is longer than ${MAX_CELL} characters.` };
+  const bad = list.findIndex((e) => !storable(e));
+  if (bad !== -1) return { error: `Entry ${bad} of attribute ${name} contains a NUL character or invalid Unicode.` };
+  return list.length ? { value: list } : { empty: true };
+}
+
+/**
+ * Whether a stored value is of its attribute's type: what a response may show. Every write goes
+ * through readAttributeValue, so only a row written by other hands can fail this.
+ */
+export function isValueOf(type: AttributeType, value: unknown): value is AttributeValue {
+  switch (type) {
+    case 'string':
+    case 'email':
+      return typeof value === 'string';
+    case 'number':
+      return typeof value === 'number' && Number.isFinite(value);
+    case 'boolean':
+      return typeof value === 'boolean';
+    case 'array':
+      return Array.isArray(value) && value.every((e) => typeof e === 'string');
+  }
 }
