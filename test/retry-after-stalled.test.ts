@@ -97,7 +97,7 @@ describe('the one-open-import 409 of an import past its estimate', () => {
   });
 
   test('without a last-progress time it assumes the worker has just died', () => {
-    expect(retryAfterSeconds(reading, now)).toBe(RESUME_S + SWEEP_S);
+    expect(retryAfterSeconds({ ...reading, updated_at: null }, now)).toBe(RESUME_S + SWEEP_S);
   });
 
   test('long quiet: at least one stalled-job check', () => {

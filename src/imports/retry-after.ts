@@ -64,8 +64,8 @@ export interface OpenImport {
   started_at: Date | null;
   object_size: number | null;
   percent_complete: number | null;
-  /** When the import last committed progress; without it an overdue import is assumed just stalled. */
-  updated_at?: Date | null;
+  /** When the import last committed progress (an overdue import's worker may have died then). */
+  updated_at: Date | null;
 }
 
 /**

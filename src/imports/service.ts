@@ -56,7 +56,7 @@ async function unknownBrands(sql: Sql, accountId: string, ids: string[]): Promis
 
 async function openImportConflict(sql: Sql, accountId: string, cause: unknown) {
   const [open] = await sql<(OpenImport & { id: string; now: Date })[]>`
-    select id, status, created_at, started_at, object_size, percent_complete, now() as now
+    select id, status, created_at, started_at, object_size, percent_complete, updated_at, now() as now
     from contact_imports
     where account_id = ${accountId} and status in ('awaiting-upload', 'uploaded', 'importing')`;
   // The open import may have finished since the insert failed: then a retry can go at once.
