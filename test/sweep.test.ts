@@ -182,6 +182,25 @@ describe('re-enqueueing open imports Redis lost', () => {
   });
 });
 
+describe('schema-change holds without an owner', () => {
+  test('a hold a minute past its estimate (its admin CLI died mid-change) is removed, and writes are taken again; a live one stays', async () => {
+    const accountId = await createAccount(t.db.sql);
+    const [stale] = await t.db.sql<{ id: string }[]>`
+      insert into bulk_operations (account_id, id, kind, estimated_end)
+      values (${accountId}, gen_random_uuid(), 'schema-change', now() - interval '2 minutes') returning id`;
+    const [live] = await t.db.sql<{ id: string }[]>`
+      insert into bulk_operations (account_id, id, kind, estimated_end)
+      values (${accountId}, gen_random_uuid(), 'schema-change', now() + interval '5 seconds') returning id`;
+    const [importing] = await t.db.sql<{ id: string }[]>`
+      insert into bulk_operations (account_id, id, kind, estimated_end)
+      values (${accountId}, gen_random_uuid(), 'contact-import', now() - interval '2 minutes') returning id`;
+    expect((await run()).released).toEqual([stale!.id]);
+    const left = await t.db.sql<{ id: string }[]>`select id from bulk_operations where account_id = ${accountId} order by id`;
+    expect(left.map((r) => r.id).sort()).toEqual([live!.id, importing!.id].sort());
+    await t.db.sql`delete from bulk_operations where account_id = ${accountId}`;
+  });
+});
+
 describe('the worker process', () => {
   test('S3 end to end: PUT to the link, the sweep notices, the import runs to success; SIGTERM exits 0', async () => {
     // A Redis database of its own: the worker uses BullMQ's default prefix.

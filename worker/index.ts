@@ -65,7 +65,7 @@ const handlers: Record<string, Record<string, Handler>> = {
   [SWEEP_QUEUE]: {
     [SWEEP_JOB]: async () => {
       const result = await sweep({ sql, storage, queue: importQueue });
-      if (result.arrived.length || result.expired.length || result.requeued.length) log('info', 'upload sweep', { ...result });
+      if (result.arrived.length || result.expired.length || result.requeued.length || result.released.length) log('info', 'upload sweep', { ...result });
       return result;
     },
   },

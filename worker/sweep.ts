@@ -17,6 +17,8 @@ export interface SweepResult {
   expired: string[];
   /** Open imports whose job was missing or dead in Redis and was enqueued again. */
   requeued: string[];
+  /** Schema-change holds left behind by an admin CLI that died mid-change, now removed. */
+  released: string[];
 }
 
 export const NO_FILE_REASON = 'No file arrived within 24 hours of creation.';
@@ -32,7 +34,24 @@ export async function sweep(deps: SweepDeps): Promise<SweepResult> {
   const arrived = deps.storage.driver === 's3' ? await detectArrivals(deps) : [];
   const expired = await expireUnused(deps);
   const requeued = await requeueOrphans(deps);
-  return { arrived, expired, requeued };
+  const released = await releaseStaleHolds(deps);
+  return { arrived, expired, requeued, released };
+}
+
+/**
+ * `attribute create` publishes a bulk_operations row before it takes the account's lock and removes
+ * it after (src/cli/admin/attributes.ts); a CLI killed in between leaves the row, and every single
+ * write of the account got 409 for good. A change is one short transaction, so a hold a minute past
+ * its estimate has no live owner. Removing it is safe even if one had: the row only turns writers
+ * away early, the account's advisory lock is what keeps them from interleaving with the change.
+ */
+async function releaseStaleHolds({ sql }: SweepDeps): Promise<string[]> {
+  const rows = await sql<{ account_id: string; id: string }[]>`
+    delete from bulk_operations
+    where kind = 'schema-change' and estimated_end < now() - interval '1 minute'
+    returning account_id, id`;
+  for (const r of rows) log('warn', 'schema-change hold without a live owner removed', { accountId: r.account_id, holdId: r.id });
+  return rows.map((r) => r.id);
 }
 
 /**
