@@ -7,6 +7,7 @@ import { requiredScope } from './auth/scopes';
 import { ApiError } from './errors';
 import { failureLogFields, fromFramework } from './http/framework-errors';
 import { problemResponse } from './http/problem';
+import { unavailableError } from './http/unavailable';
 import { readJsonBody } from './http/json-body';
 import './http/formats';
 import { confirmedAuthOf, factsOf, isUnconfirmed, startRequest } from './http/context';
@@ -43,7 +44,7 @@ export function buildApp(deps: Deps) {
   );
 
   function errorResponse(error: unknown, request: Request, instance: string, code?: unknown): Response {
-    const mapped = fromFramework(code, error);
+    const mapped = fromFramework(code, error) ?? unavailableError(error);
     if (mapped) return problemResponse(mapped, config.docsUrl, instance);
     const fields = failureLogFields(code, error) ?? errorFields(error);
     log('error', 'unexpected error', { requestId: factsOf(request)?.id, route: factsOf(request)?.route, ...fields });

@@ -22,6 +22,7 @@ export function connect(
     ...(options.debug && { debug: options.debug }),
     idle_timeout: 30,
     connect_timeout: 10,
+    backoff: reconnectDelaySeconds,
     onnotice: () => {},
     types: {
       bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },
@@ -29,4 +30,15 @@ export function connect(
     connection: { application_name: options.appName ?? DEFAULT_APP_NAME },
   }) as unknown as Sql;
   return guardPinned(sql);
+}
+
+/**
+ * Seconds a pool connection waits before it connects again after a failed or broken connection,
+ * while a statement waits parked on it. postgres.js's default grows with a failure count shared by
+ * the whole pool, up to 20 s: an immediate restart (every connection broken, then refused and
+ * 'starting up' for a second) left requests parked for 5 to 13 s after PostgreSQL was back. A
+ * refused attempt costs the server nothing, so at most one a second per connection.
+ */
+export function reconnectDelaySeconds(failures: number): number {
+  return Math.min(0.05 * 2 ** failures, 1);
 }

@@ -42,16 +42,19 @@ export const titleOf: Record<ErrorCode, string> = {
 
 export class ApiError extends Error {
   readonly status: number;
+  readonly title: string;
   constructor(
     readonly code: ErrorCode,
     readonly detail: string,
     readonly errors?: FieldError[],
-    /** Whole seconds, for operation_in_progress. */
+    /** Whole seconds, for operation_in_progress and an unavailable database. */
     readonly retryAfter?: number,
-    options?: { cause?: unknown },
+    /** `status` and `title` replace the code's own (api_error is 500, or 503 while the database is away). */
+    options?: { cause?: unknown; status?: number; title?: string },
   ) {
     super(detail, options);
-    this.status = statusOf[code];
+    this.status = options?.status ?? statusOf[code];
+    this.title = options?.title ?? titleOf[code];
   }
 }
 
@@ -72,3 +75,6 @@ export const contactExists = (detail: string) => new ApiError('contact_exists', 
 export const operationInProgress = (detail: string, retryAfterSeconds: number) =>
   new ApiError('operation_in_progress', detail, undefined, Math.max(1, Math.ceil(retryAfterSeconds)));
 export const conflict = (detail: string) => new ApiError('conflict_error', detail);
+/** 503 api_error: a service the request needs (the database) is away; the same request can succeed later. */
+export const serviceUnavailable = (detail: string, retryAfterSeconds: number, cause?: unknown) =>
+  new ApiError('api_error', detail, undefined, Math.max(1, Math.ceil(retryAfterSeconds)), { cause, status: 503, title: 'Service unavailable' });

@@ -1,4 +1,4 @@
-import { ApiError, statusOf, titleOf, type ErrorCode, type FieldError } from '../errors';
+import type { ApiError, ErrorCode, FieldError } from '../errors';
 
 export interface ProblemBody {
   type: string;
@@ -14,8 +14,8 @@ export interface ProblemBody {
 export function problemResponse(error: ApiError, docsUrl: string, instance?: string): Response {
   const body: ProblemBody = {
     type: `${docsUrl}/error-codes#${error.code}`,
-    status: statusOf[error.code],
-    title: titleOf[error.code],
+    status: error.status,
+    title: error.title,
     detail: error.detail,
     code: error.code,
   };

@@ -1,0 +1,194 @@
+/**
+ * The API while PostgreSQL is away (issue "Hardening"): every request that needs the database is
+ * answered 503 api_error problem+json with Retry-After, never a 500, a hang or a dropped
+ * connection; /readyz says 503; and once PostgreSQL is back the API serves 2xx by itself.
+ *
+ * The restart test prints one JSON line (fault, recovery time) for the hardening notes.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { createHash } from 'node:crypto';
+import { buildApp } from '../src/app';
+import { freePort } from '../src/cli/local/index';
+import { connect, type Sql } from '../src/db';
+import { testApp, type TestApp } from './helpers/app';
+import { faultBed, type Child, type FaultBed } from './helpers/fault-bed';
+import { createAccount, createKey } from './helpers/fixtures';
+
+const md5 = (s: string) => createHash('md5').update(s.toLowerCase()).digest('hex');
+
+function expectUnavailable(status: number, headers: Headers, body: Record<string, unknown>): void {
+  expect(status).toBe(503);
+  expect(headers.get('content-type')).toBe('application/problem+json');
+  expect(Number(headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+  expect(body).toMatchObject({ status: 503, code: 'api_error', title: 'Service unavailable' });
+  expect(String(body.type)).toEndWith('/error-codes#api_error');
+}
+
+describe('a database that cannot be reached', () => {
+  let t: TestApp;
+  let down: Sql;
+  let app: ReturnType<typeof buildApp>;
+
+  beforeAll(async () => {
+    t = await testApp();
+    // A real PostgreSQL URL on a port where nothing listens: every connection attempt is refused.
+    down = connect(`postgres://postgres@127.0.0.1:${await freePort()}/contacts`, 2);
+    app = buildApp({ ...t.deps, sql: down });
+  });
+  afterAll(async () => {
+    await down.end({ timeout: 1 });
+    await t.close();
+  });
+
+  const send = async (method: string, path: string, body?: unknown) => {
+    const res = await app.handle(
+      new Request(`http://localhost${path}`, {
+        method,
+        headers: { authorization: `Bearer ${t.key}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+        ...(body !== undefined && { body: JSON.stringify(body) }),
+      }),
+    );
+    return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
+  };
+
+  test('a read is 503 api_error problem+json with Retry-After', async () => {
+    const r = await send('GET', `/v1/contacts/${md5('a@example.com')}`);
+    expectUnavailable(r.status, r.headers, r.body);
+  });
+
+  test('a write is 503 api_error problem+json with Retry-After', async () => {
+    const r = await send('POST', '/v1/contacts', { email: 'a@example.com' });
+    expectUnavailable(r.status, r.headers, r.body);
+  });
+
+  test('a list is 503 api_error problem+json with Retry-After', async () => {
+    const r = await send('GET', '/v1/brands');
+    expectUnavailable(r.status, r.headers, r.body);
+  });
+
+  test('/readyz is 503 and names the database', async () => {
+    const r = await send('GET', '/readyz');
+    expect(r.status).toBe(503);
+    expect(r.body).toMatchObject({ status: 'not ready', checks: { database: 'down' } });
+  });
+
+  test('an error that is not about the database stays a 500 api_error', async () => {
+    const broken = buildApp({ ...t.deps, sql: Object.assign(() => Promise.reject(new TypeError('boom')), t.deps.sql) as unknown as Sql });
+    const res = await broken.handle(new Request(`http://localhost/v1/brands`, { headers: { authorization: `Bearer ${t.key}` } }));
+    expect(res.status).toBe(500);
+    expect(res.headers.get('retry-after')).toBeNull();
+    expect(await res.json()).toMatchObject({ status: 500, code: 'api_error', title: 'Internal error' });
+  });
+});
+
+describe('PostgreSQL restarts (immediate) under API traffic', () => {
+  let bed: FaultBed;
+  let api: Child;
+  let key: string;
+  let known: string;
+
+  beforeAll(async () => {
+    bed = await faultBed();
+    const accountId = await createAccount(bed.sql);
+    key = await createKey(bed.sql, accountId);
+    api = await bed.start('api', { APP_NAME: 'pg-fault-api' });
+    known = 'known@example.com';
+    const created = await fetch(`${api.url}/v1/contacts`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ email: known }),
+    });
+    expect(created.status).toBe(201);
+  }, 60_000);
+  afterAll(async () => {
+    await bed?.stop();
+  });
+
+  interface Answer {
+    what: string;
+    startedAt: number;
+    endedAt: number;
+    status?: number;
+    problem?: string;
+    dropped?: string;
+  }
+
+  /** One request; what came back, judged: 2xx, or 503 as the contract says, or what went wrong. */
+  async function request(what: string, path: string, init: RequestInit = {}): Promise<Answer> {
+    const startedAt = Date.now();
+    try {
+      const res = await fetch(`${api.url}${path}`, { ...init, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, signal: AbortSignal.timeout(15_000) });
+      const text = await res.text();
+      const a: Answer = { what, startedAt, endedAt: Date.now(), status: res.status };
+      if (res.status === 503 && what !== 'readyz') {
+        let body: Record<string, unknown> = {};
+        try {
+          body = JSON.parse(text);
+        } catch {}
+        const ok = res.headers.get('content-type') === 'application/problem+json' && body.code === 'api_error' && Number(res.headers.get('retry-after')) >= 1;
+        if (!ok) a.problem = `503 without the problem+json api_error and Retry-After: ${res.headers.get('content-type')} ${res.headers.get('retry-after')} ${text.slice(0, 200)}`;
+      } else if (res.status === 503 && what === 'readyz') {
+        // readiness: 503 is its answer while the database is away
+      } else if (res.status < 200 || res.status > 299) {
+        a.problem = `${res.status}: ${text.slice(0, 200)}`;
+      }
+      return a;
+    } catch (e) {
+      return { what, startedAt, endedAt: Date.now(), dropped: String(e) };
+    }
+  }
+
+  let n = 0;
+  const kinds = [
+    () => request('get contact', `/v1/contacts/${md5(known)}`),
+    () => request('create contact', '/v1/contacts', { method: 'POST', body: JSON.stringify({ email: `traffic-${n++}@example.com` }) }),
+    () => request('patch contact', `/v1/contacts/${md5(known)}`, { method: 'PATCH', body: JSON.stringify({ attributes: {} }) }),
+    () => request('list brands', '/v1/brands'),
+    () => request('readyz', '/readyz'),
+  ];
+
+  test('only 2xx or 503 api_error with Retry-After, no dropped connection, no exit, and 2xx again by itself', async () => {
+    const answers: Answer[] = [];
+    let stop = false;
+    const clients = Array.from({ length: 6 }, async (_, c) => {
+      for (let i = c; !stop; i++) {
+        answers.push(await kinds[i % kinds.length]!());
+        await Bun.sleep(5);
+      }
+    });
+    await Bun.sleep(1_000);
+    const faultAt = Date.now();
+    await bed.restartPostgres();
+    const restartedAt = Date.now();
+    // Until every kind of request has been answered 2xx after the restart, and a while longer.
+    const deadline = Date.now() + 30_000;
+    const recovered = () => kinds.length === new Set(answers.filter((a) => a.startedAt > restartedAt && a.status! >= 200 && a.status! < 300).map((a) => a.what)).size;
+    while (!recovered() && Date.now() < deadline) await Bun.sleep(50);
+    await Bun.sleep(1_000);
+    stop = true;
+    await Promise.all(clients);
+
+    const wrong = answers.filter((a) => a.problem || a.dropped);
+    expect(wrong).toEqual([]);
+    expect(recovered()).toBe(true);
+    const during = answers.filter((a) => a.startedAt >= faultAt && a.startedAt <= restartedAt);
+    expect(during.some((a) => a.status === 503 && a.what !== 'readyz')).toBe(true); // the traffic did meet the outage
+    expect(api.proc.exitCode).toBeNull();
+    expect(await bed.tail(api, 400)).not.toMatch(/uncaughtException|unhandledRejection|socket\.write/);
+
+    // Back: the first 2xx of a request sent after the last one that was answered 503.
+    const api503 = answers.filter((a) => a.what !== 'readyz' && a.status === 503);
+    const lastDown = Math.max(...api503.map((a) => a.startedAt));
+    const firstOk = answers.filter((a) => a.what !== 'readyz' && a.startedAt > lastDown && a.status! < 300).sort((a, b) => a.endedAt - b.endedAt)[0]!;
+    const by = (s: (a: Answer) => boolean) => answers.filter(s).length;
+    console.log(JSON.stringify({
+      fault: 'PostgreSQL restart -m immediate',
+      phase: 'API traffic',
+      restartMs: restartedAt - faultAt,
+      recoveryMs: firstOk.endedAt - faultAt,
+      requests: answers.length,
+      ok: by((a) => a.status! < 300),
+      unavailable: by((a) => a.status === 503),
+    }));
+  }, 60_000);
+});
