@@ -6,7 +6,6 @@
  */
 import { expect, test } from 'bun:test';
 import { runImport } from '../worker/import/index';
-import { StagingLostError } from '../worker/import/dedupe';
 import { stagingTables, type StagingTables } from '../worker/import/staging';
 import { importBed } from './helpers/import-bed';
 import { importRow, stageImport, testConfig } from './helpers/file-store';
@@ -34,15 +33,12 @@ test('staged rows wiped after the read phase (as by a server crash) are read aga
     end $$;
     create trigger wipe_staging after update of phase on contact_imports
       for each row when (old.phase = 'read' and new.phase = 'dedupe') execute function wipe_staging();`);
-  const deps = { sql: bed.db.sql, storage: bed.files.store, config: testConfig(2) };
+  const logs: string[] = [];
+  const deps = { sql: bed.db.sql, storage: bed.files.store, config: testConfig(2), log: (msg: string) => logs.push(msg) };
 
-  await expect(runImport(deps, accountId, id)).rejects.toBeInstanceOf(StagingLostError);
-  const between = await importRow(bed.db.sql, accountId, id);
-  expect(between).toMatchObject({ status: 'importing' });
-  const [{ phase }] = (await bed.db.sql`select phase from contact_imports where id = ${id}`) as unknown as [{ phase: string }];
-  expect(phase).toBe('read');
-
+  // The run notices the empty table, sends the import back to read and resumes it itself.
   await runImport(deps, accountId, id);
+  expect(logs.filter((m) => m === 'import read')).toHaveLength(2);
   const done = await importRow(bed.db.sql, accountId, id);
   expect(done).toMatchObject({ status: 'success', rowCount: 3, addedCount: 3, malformedCount: 1, duplicateInFileCount: 1 });
   const names = await bed.db.sql<{ v: string }[]>`select attributes->>'firstName' as v from contacts where account_id = ${accountId} order by email`;
@@ -79,7 +75,8 @@ for (const [what, disrupt] of disruptions) test(`${what}: read again, the plan r
     create function fail_second_batch() returns trigger language plpgsql as $$
     begin
       if old.checkpoint > 0 and nextval('fail_once') = 1 then
-        raise exception 'worker killed' using errcode = '57P01';
+        -- Not a database fault (those the run rides out itself): the run stops here, as a killed worker would.
+        raise exception 'worker killed';
       end if;
       return new;
     end $$;
