@@ -8,6 +8,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createHash } from 'node:crypto';
 import { buildApp } from '../src/app';
+import { LocalStore } from '../src/storage/local';
+import { UploadTokens } from '../src/storage/upload-token';
+import { uploadHandler } from '../src/uploads';
 import { freePort } from '../src/cli/local/index';
 import { connect, type Sql } from '../src/db';
 import { testApp, type TestApp } from './helpers/app';
@@ -50,6 +53,16 @@ describe('a database that cannot be reached', () => {
     );
     return { status: res.status, headers: res.headers, body: (await res.json()) as Record<string, unknown> };
   };
+
+  test('the upload link answers S3-style 503 ServiceUnavailable with Retry-After, not an internal error', async () => {
+    const store = new LocalStore('/tmp/contact-service-test-objects', 'http://localhost:0', new UploadTokens(Buffer.from('upload secret')));
+    const upload = uploadHandler({ ...t.deps, sql: down, storage: store });
+    const token = store.tokens.sign({ accountId: t.accountId, importId: crypto.randomUUID(), expiresAt: Math.floor(Date.now() / 1000) + 3600 });
+    const res = await upload(new Request(`http://localhost/uploads/${token}`, { method: 'PUT', body: 'Email\na@example.com\n' }));
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('5');
+    expect(await res.text()).toContain('<Code>ServiceUnavailable</Code>');
+  });
 
   test('a read is 503 api_error problem+json with Retry-After', async () => {
     const r = await send('GET', `/v1/contacts/${md5('a@example.com')}`);

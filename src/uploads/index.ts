@@ -4,6 +4,8 @@ import { importObjectKey } from '../storage';
 import { EntityTooLargeError, LocalStore, MAX_UPLOAD_BYTES, type Received } from '../storage/local';
 import { accessDenied, entityTooLarge, s3Error } from './s3-error';
 import { completeUpload, uploadWindow } from './complete';
+import { isDatabaseUnavailable } from '../db-unavailable';
+import { DATABASE_RETRY_AFTER_SECONDS } from '../http/unavailable';
 
 class WindowClosedError extends Error {}
 
@@ -21,6 +23,11 @@ export function uploadHandler(deps: Deps, opts: { maxBytes?: number } = {}): (re
     try {
       return await handle(request);
     } catch (e) {
+      // The database being away is S3's 503 (clients retry it on their own), not an internal error.
+      if (isDatabaseUnavailable(e)) {
+        log('warn', 'upload refused: the database is unavailable', errorFields(e));
+        return s3Error(503, 'ServiceUnavailable', 'Service is unable to handle request.', { 'retry-after': String(DATABASE_RETRY_AFTER_SECONDS) });
+      }
       log('error', 'upload failed', errorFields(e));
       return s3Error(500, 'InternalError', 'We encountered an internal error. Please try again.');
     }
