@@ -96,8 +96,10 @@ export class AttributeSchema {
   }
 
   /** Response `attributes`: schema order, each email-type value followed by its derived sub-attributes. */
-  render(stored: Attributes): Attributes {
+  render(row: Attributes): Attributes {
     const out = Object.create(null) as Attributes;
+    // Every write stores an object; a jsonb null, list or scalar written by other hands holds no attribute.
+    const stored: Attributes = typeof row === 'object' && row !== null && !Array.isArray(row) ? row : {};
     for (const a of this.custom) {
       if (!Object.hasOwn(stored, a.name)) continue;
       const value: unknown = stored[a.name];

@@ -28,7 +28,8 @@ export const unionOf = (current: readonly string[], sent: readonly string[]) => 
 
 const sameAttributes = (a: Attributes, b: Attributes) => {
   const keys = Object.keys(a);
-  return keys.length === Object.keys(b).length && keys.every((k) => k in b && JSON.stringify(a[k]) === JSON.stringify(b[k]));
+  // Own keys only: `in` also finds what every object inherits (`toString`, `constructor`, …).
+  return keys.length === Object.keys(b).length && keys.every((k) => Object.hasOwn(b, k) && JSON.stringify(a[k]) === JSON.stringify(b[k]));
 };
 
 /**

@@ -1,8 +1,9 @@
 /**
- * The one reader of attribute values, for API requests and CSV cells alike. Its primitives are
- * plain character scans, no regex and no allocation beyond the result: the import's hot loop
- * (worker/import/cells.ts) calls them up to 25 million times a column and writes their results as
- * JSON text; readAttributeValue composes the same primitives into typed values for requests.
+ * The one reader of attribute values, for API requests and CSV cells alike: readText is the rule,
+ * from a value's text to the JSON text of its stored value. It and its primitives are plain
+ * character scans, no regex and no allocation beyond the result: the import's hot loop
+ * (worker/import/cells.ts) calls it up to 25 million times a column and writes its JSON text as it
+ * is; readAttributeValue (requests, and cells read one at a time) parses it into a typed value.
  */
 import type { AttributeType } from './service';
 
@@ -174,85 +175,142 @@ function sameLetters(cell: string, word: string): boolean {
 
 export type AttributeValue = string | number | boolean | string[];
 
-export type ReadValue = { value: AttributeValue } | { empty: true } | { error: string };
-
 /**
  * Where a value comes from, the one way a request and a file differ:
  * - `request`: a JSON value. Native booleans, numbers and arrays are taken as they are (numbers and
  *   booleans also as the text of a `string` attribute or a list entry), and a `string` attribute's
- *   text is stored exactly as sent.
- * - `cell`: the text of a CSV cell, trimmed as a whole first.
- * Everything else is one rule for both: email, number and boolean text is trimmed; list text splits
- * on `;` (`\;` a literal semicolon) into trimmed entries, empty ones dropped; 255 code points at
- * most for a text and for each list entry; no NUL and no unpaired surrogate (PostgreSQL stores
- * neither); booleans are true/false/yes/no/1/0 in any case; numbers are decimal.
+ *   text is stored exactly as sent (only an empty string is "not sent").
+ * - `cell`: the text of a CSV cell, trimmed as a whole, and at most 255 characters whatever its
+ *   type (the spec's malformed rows: "a row with any other cell over 255 characters").
+ * Everything else is one rule for both (readText): email, number, boolean and list text is trimmed
+ * and "not sent" when that leaves nothing; list text splits on `;` (`\;` a literal semicolon)
+ * into trimmed entries, empty ones dropped (a JSON array's entries are trimmed and dropped alike);
+ * 255 code points at most for a text and for each list entry; no NUL and no unpaired surrogate
+ * (PostgreSQL stores neither); booleans are true/false/yes/no/1/0 in any case; numbers decimal.
  */
 export type ValueSource = 'request' | 'cell';
 
-/** PostgreSQL text (and jsonb) refuses NUL and unpaired surrogates. */
-const storable = (s: string) => s.indexOf('\0') === -1 && s.isWellFormed();
+/** readText's refusals; their wording is readAttributeValue's, a file only counts them. */
+export const NOT_OF_TYPE = 1;
+export const TOO_LONG = 2;
+export const NOT_STORABLE = 3;
+export type Refusal = typeof NOT_OF_TYPE | typeof TOO_LONG | typeof NOT_STORABLE;
 
-/** Text of a request value: numbers and booleans read as their canonical text. */
+/** What readText gives for a text that is empty once trimmed: the value is not sent. */
+export const NOT_SENT = '';
+
+/**
+ * `s.trim()`, called only when an end could be whitespace (ASCII space or control, or any
+ * non-ASCII character, which trim() may also count as space): most cells are returned as they are.
+ */
+export function trimEnds(s: string): string {
+  const n = s.length;
+  if (n === 0) return s;
+  const first = s.charCodeAt(0);
+  const last = s.charCodeAt(n - 1);
+  return first <= 0x20 || first >= 0x80 || last <= 0x20 || last >= 0x80 ? s.trim() : s;
+}
+
+/**
+ * The text readText reads: trimmed (trimEnds), except a request's `string` value, kept as sent.
+ * Its callers trim, rather than readText itself: called inside it, trimEnds cost the import's hot
+ * loop a quarter of its time per row (the hot loop trims every cell anyway, Email and Brand too).
+ */
+export function textToRead(type: AttributeType, text: string, from: ValueSource): string {
+  return type === 'string' && from === 'request' ? text : trimEnds(text);
+}
+
+/**
+ * THE rule: the text of a value of `type` (as textToRead gives it), as the JSON text of its stored
+ * value, NOT_SENT, or why it is refused. The import's hot loop writes the JSON text as it is
+ * (worker/import/cells.ts); readAttributeValue parses it. Plain scans, no allocation for a valid
+ * text beyond its JSON.
+ * @example readText('boolean', 'Yes', 'cell') // 'true'
+ * @example readText('array', 'a; b\\;c ;', 'request') // '["a","b;c"]'
+ * @example readText('boolean', '__proto__', 'request') // NOT_OF_TYPE
+ */
+export function readText(type: AttributeType, s: string, from: ValueSource): string | Refusal {
+  if (s.length === 0) return NOT_SENT;
+  if (s.indexOf('\0') !== -1) return NOT_STORABLE;
+  if ((type === 'string' || from === 'cell') && tooLong(s)) return TOO_LONG;
+  switch (type) {
+    case 'string': {
+      const json = jsonString(s);
+      // Only an escaped text can hold a surrogate: the well-formed check is off the common path.
+      return json.length === s.length + 2 || s.isWellFormed() ? json : NOT_STORABLE;
+    }
+    case 'email':
+      return validEmail(s) ? jsonString(s) : NOT_OF_TYPE; // a valid address needs no escape
+    case 'number':
+      return readNumber(s) ?? NOT_OF_TYPE;
+    case 'boolean':
+      return readBoolean(s) ?? NOT_OF_TYPE;
+    case 'array': {
+      const list = splitList(s);
+      if (list === undefined) return TOO_LONG;
+      if (list.length === 0) return NOT_SENT;
+      const json = JSON.stringify(list);
+      // JSON.stringify escapes a lone surrogate, so a JSON text without a backslash holds none.
+      return json.indexOf('\\') === -1 || s.isWellFormed() ? json : NOT_STORABLE;
+    }
+  }
+}
+
+export type ReadValue = { value: AttributeValue } | { empty: true } | { error: string };
+
+const NOT_OF_TYPE_TEXT: Record<AttributeType, string> = {
+  string: 'takes text',
+  email: 'must be a valid email address',
+  number: 'takes a decimal number',
+  boolean: 'takes true or false',
+  array: 'takes a list of text values',
+};
+
+/** Why readText refused a value of attribute `name`, in words. */
+function refusalText(why: Refusal, type: AttributeType, name: string): string {
+  if (why === NOT_STORABLE) return `Attribute ${name} contains a NUL character or invalid Unicode.`;
+  if (why === TOO_LONG) return type === 'array' ? `An entry of attribute ${name} is longer than ${MAX_CELL} characters.` : `Attribute ${name} holds at most ${MAX_CELL} characters.`;
+  return `Attribute ${name} ${NOT_OF_TYPE_TEXT[type]}.`;
+}
+
+/** Text of a request value where text is taken: numbers and booleans read as their canonical text. */
 const textOf = (raw: unknown) => (typeof raw === 'number' || typeof raw === 'boolean' ? String(raw) : typeof raw === 'string' ? raw : undefined);
 
 /**
- * Reads one value as its attribute's type. `name` is only for the error text.
+ * Reads one value as its attribute's type: a request's native JSON value, or any text through
+ * readText. `name` is only for the error text.
  * @example readAttributeValue('boolean', ' Yes ', 'vip', 'cell') // { value: true }
  * @example readAttributeValue('boolean', '__proto__', 'vip', 'request') // { error: 'Attribute vip takes true or false.' }
  */
 export function readAttributeValue(type: AttributeType, raw: unknown, name: string, from: ValueSource): ReadValue {
-  const native = from === 'request';
-  let text = native ? textOf(raw) : typeof raw === 'string' ? raw.trim() : undefined;
-  if (text === '') return { empty: true };
-  switch (type) {
-    case 'string': {
-      if (text === undefined) return { error: `Attribute ${name} takes text.` };
-      if (!storable(text)) return { error: `Attribute ${name} contains a NUL character or invalid Unicode.` };
-      return tooLong(text) ? { error: `Attribute ${name} holds at most ${MAX_CELL} characters.` } : { value: text };
-    }
-    case 'email': {
-      text = typeof raw === 'string' ? raw.trim() : undefined;
-      return text !== undefined && validEmail(text) ? { value: text } : { error: `Attribute ${name} must be a valid email address.` };
-    }
-    case 'number': {
-      if (native && typeof raw === 'number') return Number.isFinite(raw) ? { value: raw } : { error: `Attribute ${name} takes a decimal number.` };
-      const json = typeof raw === 'string' ? readNumber(raw.trim()) : undefined;
-      return json === undefined ? { error: `Attribute ${name} takes a decimal number.` } : { value: Number(json) };
-    }
-    case 'boolean': {
-      if (native && typeof raw === 'boolean') return { value: raw };
-      const json = typeof raw === 'string' ? readBoolean(raw.trim()) : undefined;
-      return json === undefined ? { error: `Attribute ${name} takes true or false.` } : { value: json === 'true' };
-    }
-    case 'array':
-      return native && Array.isArray(raw) ? readEntries(raw, name) : readListText(typeof raw === 'string' ? raw : undefined, name);
+  if (from === 'request') {
+    if (type === 'boolean' && typeof raw === 'boolean') return { value: raw };
+    if (type === 'number' && typeof raw === 'number') return Number.isFinite(raw) ? { value: raw } : { error: refusalText(NOT_OF_TYPE, type, name) };
+    if (type === 'array' && Array.isArray(raw)) return readEntries(raw, name);
   }
+  const text = type === 'string' && from === 'request' ? textOf(raw) : typeof raw === 'string' ? raw : undefined;
+  if (text === undefined) return { error: refusalText(NOT_OF_TYPE, type, name) };
+  const json = readText(type, textToRead(type, text, from), from);
+  if (typeof json === 'number') return { error: refusalText(json, type, name) };
+  return json === NOT_SENT ? { empty: true } : { value: JSON.parse(json) as AttributeValue };
 }
 
-/** A JSON array: each entry text (or a number or boolean as text) as sent; empty entries dropped. */
+/**
+ * A JSON array: each entry text (or a number or boolean as text), trimmed like the entries of a
+ * list text and read by the same rule as a text value; empty entries dropped.
+ */
 function readEntries(entries: readonly unknown[], name: string): ReadValue {
   const list: string[] = [];
   for (const [i, entry] of entries.entries()) {
-    const text = textOf(entry);
-    if (text === undefined) return { error: `Entry ${i} of attribute ${name} must be text.` };
-    if (!storable(text)) return { error: `Entry ${i} of attribute ${name} contains a NUL character or invalid Unicode.` };
-    if (tooLong(text)) return { error: `Entry ${i} of attribute ${name} is longer than ${MAX_CELL} characters.` };
-    if (text !== '') list.push(text);
+    const raw = textOf(entry);
+    if (raw === undefined) return { error: `Entry ${i} of attribute ${name} must be text.` };
+    const text = raw.trim();
+    const json = readText('string', text, 'request');
+    if (json === NOT_STORABLE) return { error: `Entry ${i} of attribute ${name} contains a NUL character or invalid Unicode.` };
+    if (json === TOO_LONG) return { error: `Entry ${i} of attribute ${name} is longer than ${MAX_CELL} characters.` };
+    if (json !== NOT_SENT) list.push(text);
   }
   // A list left with no entry is no value, like an empty string.
-  return list.length ? { value: list } : { empty: true };
-}
-
-/** The text form of a list, split by the same splitList as a CSV cell. */
-function readListText(text: string | undefined, name: string): ReadValue {
-  if (text === undefined) return { error: `Attribute ${name} takes a list of text values.` };
-  // Trimmed whole first, as a cell is: splitList leaves a cell without `;` as it is.
-  const trimmed = text.trim();
-  if (trimmed === '') return { empty: true };
-  const list = splitList(trimmed);
-  if (list === undefined) return { error: `An entry of attribute ${name} is longer than ${MAX_CELL} characters.` };
-  const bad = list.findIndex((e) => !storable(e));
-  if (bad !== -1) return { error: `Entry ${bad} of attribute ${name} contains a NUL character or invalid Unicode.` };
   return list.length ? { value: list } : { empty: true };
 }
 

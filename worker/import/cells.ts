@@ -1,5 +1,5 @@
 import type { AttributeType } from '../../src/schema/service';
-import { jsonString, readBoolean, readNumber, splitList, tooLong, validEmail } from '../../src/schema/values';
+import { NOT_SENT, readText, splitList, tooLong, trimEnds, validEmail } from '../../src/schema/values';
 
 /**
  * One CSV data row → one line of COPY text for the staging table, or undefined when the row is
@@ -7,25 +7,19 @@ import { jsonString, readBoolean, readNumber, splitList, tooLong, validEmail } f
  * no regex per cell, no object per cell, attributes JSON built as text, md5 through Bun's native
  * one-shot hash.
  *
- * Cell rules (DESIGN.md "CSV cells", the spec's column rules):
- * - cells are trimmed; an empty cell is "not sent";
- * - a cell over 255 characters (code points, as PostgreSQL counts them) makes the row malformed;
- * - string: as is; email: a valid address; number: a decimal number; boolean: true/false/yes/no/1/0
- *   in any case; array and Brand: split on `;`, `\;` a literal semicolon, entries trimmed, empty
- *   entries dropped, each at most 255 characters;
- * - Brand entries are names (case-insensitive) or ids of the account's live brands; one that
- *   matches none makes the row malformed; repeats count once; the import's own brands are added.
- * - a NUL character cannot be stored by PostgreSQL: the row is malformed.
+ * Attribute cells are read by the service's one reader of attribute values (readText of
+ * src/schema/values.ts, the same rule as a request's text): trimmed, an empty cell is "not sent",
+ * over 255 characters, a NUL or a value that is not of its type makes the row malformed.
+ * The Email and Brand cells are read here, trimmed and bounded alike:
+ * - Email: a valid address, the contact's identity;
+ * - Brand: split on `;` like a list; entries are names (case-insensitive) or ids of the account's
+ *   live brands; one that matches none makes the row malformed; repeats count once; the import's
+ *   own brands are added.
  */
 
-const IDENTITY = 0;
-const STRING = 1;
-const EMAIL = 2;
-const NUMBER = 3;
-const BOOLEAN = 4;
-const ARRAY = 5;
-const BRAND = 6;
-const KIND: Record<AttributeType, number> = { string: STRING, email: EMAIL, number: NUMBER, boolean: BOOLEAN, array: ARRAY };
+const ATTRIBUTE = 0;
+const IDENTITY = 1;
+const BRAND = 2;
 
 /** A file column: its canonical schema name and type; `Email` and `Brand` are the predefined ones. */
 export interface Column {
@@ -51,6 +45,8 @@ export class BrandIndex {
 
 export class RowReader {
   private readonly kinds: number[];
+  /** The attribute type of each column (`string` for Email and Brand, which are not read by type). */
+  private readonly types: AttributeType[];
   /** `"name":` of each column, JSON-encoded once. */
   private readonly keys: string[];
   /** Column indexes in the order their keys are written (see jsonbKeyOrder). */
@@ -61,7 +57,8 @@ export class RowReader {
     private readonly brands: BrandIndex,
     private readonly importBrandIds: readonly string[],
   ) {
-    this.kinds = columns.map((c) => (c.type === 'identity' ? IDENTITY : c.type === 'brand' ? BRAND : KIND[c.type]));
+    this.kinds = columns.map((c) => (c.type === 'identity' ? IDENTITY : c.type === 'brand' ? BRAND : ATTRIBUTE));
+    this.types = columns.map((c) => (c.type === 'identity' || c.type === 'brand' ? 'string' : c.type));
     this.keys = columns.map((c) => `${JSON.stringify(c.name)}:`);
     this.order = jsonbKeyOrder(columns);
   }
@@ -78,61 +75,35 @@ export class RowReader {
     const order = this.order;
     for (let k = 0; k < order.length; k++) {
       const i = order[k]!;
-      let cell = cells[i]!;
-      const n = cell.length;
-      if (n === 0) continue;
-      // trim() only when an end could be whitespace (ASCII space/control, or any non-ASCII
-      // character, which trim() may also count as space): most cells are left as they are.
-      const first = cell.charCodeAt(0);
-      const last = cell.charCodeAt(n - 1);
-      if (first <= 0x20 || first >= 0x80 || last <= 0x20 || last >= 0x80) {
-        cell = cell.trim();
-        if (cell.length === 0) continue;
+      // Every cell is trimmed (for an attribute this is the reader's textToRead of a cell).
+      const text = trimEnds(cells[i]!);
+      if (text.length === 0) continue;
+      if (kinds[i] === ATTRIBUTE) {
+        const type = this.types[i]!;
+        const value = readText(type, text, 'cell');
+        if (typeof value !== 'string') return undefined;
+        if (value === NOT_SENT) continue;
+        // A backslash comes only from a JSON escape, in a string (its JSON is then longer than the
+        // quoted text; a length test, as indexOf would flatten the concatenated text) or a list.
+        if (type === 'string' ? value.length !== text.length + 2 : type === 'array' && value.indexOf('\\') !== -1) backslash = true;
+        json += json.length === 0 ? this.keys[i]! + value : `,${this.keys[i]!}${value}`;
+        sent++;
+        continue;
       }
-      if (cell.indexOf('\0') !== -1 || tooLong(cell)) return undefined;
-      let value: string | undefined;
-      switch (kinds[i]) {
-        case IDENTITY:
-          if (!validEmail(cell)) return undefined;
-          email = cell;
-          continue;
-        case STRING:
-          value = jsonString(cell);
-          if (value.length !== cell.length + 2) backslash = true; // escaped: may hold a backslash
-          break;
-        case EMAIL:
-          if (!validEmail(cell)) return undefined;
-          value = jsonString(cell); // a valid address needs no escape
-          break;
-        case NUMBER:
-          value = readNumber(cell);
-          break;
-        case BOOLEAN:
-          value = readBoolean(cell);
-          break;
-        case ARRAY: {
-          const list = splitList(cell);
-          if (list === undefined) return undefined;
-          if (list.length === 0) continue;
-          value = JSON.stringify(list);
-          if (value.indexOf('\\') !== -1) backslash = true;
-          break;
-        }
-        case BRAND: {
-          const list = splitList(cell);
-          if (list === undefined) return undefined;
-          for (const entry of list) {
-            const id = this.brands.resolve(entry);
-            if (id === undefined) return undefined;
-            brandIds ??= [];
-            if (!brandIds.includes(id)) brandIds.push(id);
-          }
-          continue;
-        }
+      if (text.indexOf('\0') !== -1 || tooLong(text)) return undefined;
+      if (kinds[i] === IDENTITY) {
+        if (!validEmail(text)) return undefined;
+        email = text;
+        continue;
       }
-      if (value === undefined) return undefined;
-      json += json.length === 0 ? this.keys[i]! + value : `,${this.keys[i]!}${value}`;
-      sent++;
+      const list = splitList(text);
+      if (list === undefined) return undefined;
+      for (const entry of list) {
+        const id = this.brands.resolve(entry);
+        if (id === undefined) return undefined;
+        brandIds ??= [];
+        if (!brandIds.includes(id)) brandIds.push(id);
+      }
     }
     if (email === undefined) return undefined;
     for (const id of this.importBrandIds) {
