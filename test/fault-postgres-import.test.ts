@@ -9,36 +9,22 @@
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { faultBed, type Child, type FaultBed } from './helpers/fault-bed';
-import {
-  dbNow,
-  enqueueImport,
-  holdIn,
-  importOutcome,
-  jobAttempts,
-  movingAgain,
-  PG_FAULT_ENV,
-  pgFaultCsv,
-  stagePgFaultImport,
-  terminateWorkerBackends,
-  until,
-  WORKER_APP,
-  type ImportOutcome,
-  type Phase,
-} from './helpers/pg-faults';
+import { dbNow, enqueue, faultCsv, movingAgain, outcome, stageFaultImport, until, type Outcome } from './helpers/fault-import';
+import { holdIn, jobAttempts, PG_FAULT_ENV, terminateWorkerBackends, WORKER_APP, type Phase } from './helpers/pg-faults';
 
 let bed: FaultBed;
 let worker: Child;
 let csv: string;
-let reference: ImportOutcome;
+let reference: Outcome;
 let referenceAttempts: Awaited<ReturnType<typeof jobAttempts>>;
 
 beforeAll(async () => {
   bed = await faultBed(PG_FAULT_ENV);
-  csv = pgFaultCsv();
+  csv = faultCsv();
   worker = await bed.start('worker', { APP_NAME: WORKER_APP });
-  const { accountId, importId } = await stagePgFaultImport(bed, csv);
-  await enqueueImport(bed, accountId, importId);
-  reference = await importOutcome(bed.sql, accountId, importId);
+  const { accountId, importId } = await stageFaultImport(bed, csv);
+  await enqueue(bed, accountId, importId);
+  reference = await outcome(bed.sql, accountId, importId);
   expect(reference).toMatchObject({ status: 'success', failureReason: null, rowCount: 49_960 });
   referenceAttempts = await jobAttempts(bed, importId);
 }, 120_000);
@@ -63,8 +49,8 @@ async function orWorkerExit<T>(work: Promise<T>): Promise<T> {
 }
 
 async function faultIn(phase: Phase, fault: 'restart' | 'terminate'): Promise<void> {
-  const { accountId, importId } = await stagePgFaultImport(bed, csv);
-  await enqueueImport(bed, accountId, importId);
+  const { accountId, importId } = await stageFaultImport(bed, csv);
+  await enqueue(bed, accountId, importId);
   const hold = await holdIn(bed, importId, accountId, phase);
   const faultAt = await dbNow(bed.sql);
   if (fault === 'restart') {
@@ -75,7 +61,7 @@ async function faultIn(phase: Phase, fault: 'restart' | 'terminate'): Promise<vo
   }
   await until('the database to answer', () => bed.sql`select 1`.then(() => true));
   const recoveryMs = await orWorkerExit(movingAgain(bed.sql, importId, faultAt, 40_000));
-  const got = await orWorkerExit(importOutcome(bed.sql, accountId, importId, 40_000));
+  const got = await orWorkerExit(outcome(bed.sql, accountId, importId, 40_000));
   const countsEqual = JSON.stringify(got) === JSON.stringify(reference);
   const name = fault === 'restart' ? 'PostgreSQL restart -m immediate' : "pg_terminate_backend of the worker's connections";
   console.log(JSON.stringify({ fault: name, phase, recoveryMs, countsEqual }));

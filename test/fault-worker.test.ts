@@ -6,57 +6,45 @@
  *
  * Each test prints one JSON line (fault, phase, recovery time) for the hardening notes.
  */
-import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { faultBed, type Child, type FaultBed } from './helpers/fault-bed';
-import { dbNow, enqueue, FAULT_BED_ENV, faultCsv, midPhase, movingAgain, outcome, referenceRun, runningOn, stageFaultImport, type Outcome } from './helpers/fault-import';
+import { expect, test } from 'bun:test';
+import type { Child } from './helpers/fault-bed';
+import { dbNow, enqueue, midPhase, movingAgain, outcome, referenceBed, runningOn, stageFaultImport } from './helpers/fault-import';
 
 /** The issue's bound: from the kill to the import moving again. */
 const RESUME_WITHIN_MS = 30_000;
 
-let bed: FaultBed;
-let csv: string;
-let reference: Outcome;
+const suite = referenceBed();
 const alive: Child[] = [];
 /** Worker children by APP_NAME, which PostgreSQL shows as the application_name of their sessions. */
 const byAppName = new Map<string, Child>();
 
 async function startWorker(name: string): Promise<Child> {
-  const child = await bed.start('worker', { APP_NAME: name });
+  const child = await suite.bed.start('worker', { APP_NAME: name });
   alive.push(child);
   byAppName.set(name, child);
   return child;
 }
 
 async function stopWorkers(): Promise<void> {
-  for (const c of alive.splice(0)) await bed.kill(c);
+  for (const c of alive.splice(0)) await suite.bed.kill(c);
 }
 
-beforeAll(async () => {
-  bed = await faultBed(FAULT_BED_ENV);
-  csv = faultCsv();
-  reference = await referenceRun(bed, csv);
-  expect(reference).toMatchObject({ status: 'success', failureReason: null });
-}, 180_000);
-
-afterAll(async () => {
-  await bed?.stop();
-});
 
 for (const phase of ['read', 'merge'] as const) {
   test(`a worker killed in ${phase} is resumed by a restarted worker within 30 s and ends like an uninterrupted run`, async () => {
     try {
-      const { accountId, importId } = await stageFaultImport(bed, csv);
+      const { accountId, importId } = await stageFaultImport(suite.bed, suite.csv);
       const first = await startWorker('worker-a');
-      await enqueue(bed, accountId, importId);
-      await midPhase(bed.sql, importId, phase);
-      await bed.kill(first);
-      const killedAt = await dbNow(bed.sql);
+      await enqueue(suite.bed, accountId, importId);
+      await midPhase(suite.bed.sql, importId, phase);
+      await suite.bed.kill(first);
+      const killedAt = await dbNow(suite.bed.sql);
       await startWorker('worker-b');
-      const recoveryMs = await movingAgain(bed.sql, importId, killedAt, RESUME_WITHIN_MS + 15_000);
-      const got = await outcome(bed.sql, accountId, importId);
-      console.log(JSON.stringify({ fault: 'worker kill -9, restarted worker', phase, recoveryMs, countsEqual: JSON.stringify(got) === JSON.stringify(reference) }));
+      const recoveryMs = await movingAgain(suite.bed.sql, importId, killedAt, RESUME_WITHIN_MS + 15_000);
+      const got = await outcome(suite.bed.sql, accountId, importId);
+      console.log(JSON.stringify({ fault: 'worker kill -9, restarted worker', phase, recoveryMs, countsEqual: JSON.stringify(got) === JSON.stringify(suite.reference) }));
       expect(recoveryMs).toBeLessThan(RESUME_WITHIN_MS);
-      expect(got).toEqual(reference);
+      expect(got).toEqual(suite.reference);
     } finally {
       await stopWorkers();
     }
@@ -64,21 +52,21 @@ for (const phase of ['read', 'merge'] as const) {
 
   test(`a worker killed in ${phase} is resumed by a second live worker within 30 s and ends like an uninterrupted run`, async () => {
     try {
-      const { accountId, importId } = await stageFaultImport(bed, csv);
+      const { accountId, importId } = await stageFaultImport(suite.bed, suite.csv);
       await startWorker('worker-a');
       await startWorker('worker-b');
-      await enqueue(bed, accountId, importId);
-      await midPhase(bed.sql, importId, phase);
-      const holder = await runningOn(bed.sql, importId);
+      await enqueue(suite.bed, accountId, importId);
+      await midPhase(suite.bed.sql, importId, phase);
+      const holder = await runningOn(suite.bed.sql, importId);
       const victim = byAppName.get(holder ?? '');
       expect(victim).toBeDefined();
-      await bed.kill(victim!);
-      const killedAt = await dbNow(bed.sql);
-      const recoveryMs = await movingAgain(bed.sql, importId, killedAt, RESUME_WITHIN_MS + 15_000);
-      const got = await outcome(bed.sql, accountId, importId);
-      console.log(JSON.stringify({ fault: 'worker kill -9, second live worker', phase, recoveryMs, countsEqual: JSON.stringify(got) === JSON.stringify(reference) }));
+      await suite.bed.kill(victim!);
+      const killedAt = await dbNow(suite.bed.sql);
+      const recoveryMs = await movingAgain(suite.bed.sql, importId, killedAt, RESUME_WITHIN_MS + 15_000);
+      const got = await outcome(suite.bed.sql, accountId, importId);
+      console.log(JSON.stringify({ fault: 'worker kill -9, second live worker', phase, recoveryMs, countsEqual: JSON.stringify(got) === JSON.stringify(suite.reference) }));
       expect(recoveryMs).toBeLessThan(RESUME_WITHIN_MS);
-      expect(got).toEqual(reference);
+      expect(got).toEqual(suite.reference);
     } finally {
       await stopWorkers();
     }

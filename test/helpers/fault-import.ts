@@ -3,12 +3,13 @@
  * rows and contacts that exist already, staged into a fresh account of a fault bed, the means to
  * see where it is and whether it moves, and what an uninterrupted run of it leaves behind.
  */
+import { afterAll, beforeAll, expect } from 'bun:test';
 import { randomBytes } from 'node:crypto';
 import type { Sql } from '../../src/db';
 import { createImportQueue } from '../../src/imports/bullmq-queue';
 import { LocalStore } from '../../src/storage/local';
 import { UploadTokens } from '../../src/storage/upload-token';
-import { contactsChecksum, waitForImportEnd, type FaultBed } from './fault-bed';
+import { contactsChecksum, faultBed, waitForImportEnd, type FaultBed } from './fault-bed';
 import { stageImport } from './file-store';
 import { createAccount, createAttribute } from './fixtures';
 
@@ -59,6 +60,7 @@ export interface Progress {
   status: string;
   phase: string | null;
   checkpoint: number;
+  rowCount: number | null;
   attempts: number;
   /** rows COPYed into staging so far (the read phase) */
   staged: number;
@@ -69,7 +71,7 @@ export interface Progress {
 
 export async function progress(sql: Sql, importId: string): Promise<Progress> {
   const [row] = await sql<Omit<Progress, 'staged'>[]>`
-    select status, phase, checkpoint::int as checkpoint, attempts, clock_timestamp() as at, updated_at as "updatedAt"
+    select status, phase, checkpoint::int as checkpoint, row_count::int as "rowCount", attempts, clock_timestamp() as at, updated_at as "updatedAt"
     from contact_imports where id = ${importId}`;
   let staged = 0;
   try {
@@ -110,7 +112,7 @@ export async function movingAgain(sql: Sql, importId: string, since: Date, ms = 
     const now = await progress(sql, importId);
     return now.updatedAt > since || now.status === 'success' || now.status === 'failed' ? now : undefined;
   }, ms);
-  return p.updatedAt.getTime() - since.getTime();
+  return Math.max(0, p.updatedAt.getTime() - since.getTime());
 }
 
 export async function dbNow(sql: Sql): Promise<Date> {
@@ -147,4 +149,23 @@ export async function referenceRun(bed: FaultBed, csv: string): Promise<Outcome>
   } finally {
     await bed.kill(worker);
   }
+}
+
+/**
+ * What a worker or Redis fault test file sets up: a fault bed with FAULT_BED_ENV, the file, and
+ * the outcome of an uninterrupted run of it, made before its tests and removed after. Read the
+ * fields inside tests and hooks.
+ */
+export function referenceBed(): { bed: FaultBed; csv: string; reference: Outcome } {
+  const it = {} as { bed: FaultBed; csv: string; reference: Outcome };
+  beforeAll(async () => {
+    it.bed = await faultBed(FAULT_BED_ENV);
+    it.csv = faultCsv();
+    it.reference = await referenceRun(it.bed, it.csv);
+    expect(it.reference).toMatchObject({ status: 'success', failureReason: null });
+  }, 180_000);
+  afterAll(async () => {
+    await it.bed?.stop();
+  });
+  return it;
 }
