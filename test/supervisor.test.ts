@@ -57,6 +57,9 @@ test('npm start restarts a SIGKILLed worker and API and says why; SIGTERM stops 
   try {
     await until('the stack to be up', async () => log.text.includes('Contact service is up.'), 60_000);
 
+    // The stack is up once the API answers; the worker may still be connecting. Killed before it
+    // says it started, it would say so only once, after its restart.
+    await until('the first worker to run', async () => log.text.includes('"msg":"worker started"'), 30_000);
     for (const name of ['worker', 'api']) {
       const first = pidOf(name);
       seen.add(first);
