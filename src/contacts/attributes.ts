@@ -1,13 +1,11 @@
 import { invalidRequest, pointer, type FieldError } from '../errors';
-import { PREDEFINED, type AttributeType, type SchemaAttribute } from '../schema/service';
-import { isValueOf, MAX_CELL, readAttributeValue, type AttributeValue, type ReadValue } from '../schema/values';
+import { PREDEFINED, type SchemaAttribute } from '../schema/service';
+import { isValueOf, readAttributeValue, type AttributeValue } from '../schema/values';
 import { DERIVED_SUB_KEYS, derivedOf } from './email';
 
 export type { AttributeValue } from '../schema/values';
 /** Stored form: canonical schema name → typed JSON value. */
 export type Attributes = Record<string, AttributeValue>;
-
-export const MAX_TEXT = MAX_CELL;
 
 /** What a create or patch body asks for: values to set and (patch only) names to remove. */
 export interface AttributeChanges {
@@ -16,7 +14,7 @@ export interface AttributeChanges {
 }
 
 /** Why a key names no attribute of the schema: the one wording, wherever the key is met. */
-export function unknownAttribute(key: string): string {
+function unknownAttribute(key: string): string {
   return `Unknown attribute ${key}: it is not in the contact schema.`;
 }
 
@@ -30,11 +28,6 @@ export function refuseUncopyableKeys(attributes: unknown): void {
   if (typeof attributes !== 'object' || attributes === null || !Object.hasOwn(attributes, '__proto__')) return;
   const detail = unknownAttribute('__proto__');
   throw invalidRequest(detail, [{ detail, pointer: pointer('attributes', '__proto__') }]);
-}
-
-/** Reads a request value as its schema type (native JSON or canonical text): the one reader's request form. */
-export function readValue(type: AttributeType, raw: unknown, name: string): ReadValue {
-  return readAttributeValue(type, raw, name, 'request');
 }
 
 /** The account's writable attributes, matched case-insensitively and stored under the schema's name. */
@@ -86,7 +79,7 @@ export class AttributeSchema {
         if (mode === 'patch') changes.remove.push(attribute.name);
         continue;
       }
-      const r = readValue(attribute.type, raw, key);
+      const r = readAttributeValue(attribute.type, raw, key, 'request');
       if ('error' in r) fail(r.error);
       else if ('value' in r) changes.set[attribute.name] = r.value;
       else if (mode === 'patch') fail(`Attribute ${key} is empty: send a value, or null to remove it.`);
