@@ -16,7 +16,7 @@ import { statfs } from 'node:fs/promises';
 
 /** Bytes per row of the generated files (A 188, B 198 on the bench's generator). */
 const FILE_BYTES_PER_ROW = 200;
-/** WAL kept between checkpoints: the embedded cluster's max_wal_size (src/cli/local/postgres.ts). */
+/** WAL kept between checkpoints: the embedded cluster's max_wal_size (src/embedded/postgres.ts). */
 const WAL_BYTES = 8e9;
 /** WAL bytes one imported row writes (contact heap tuple + primary key entry, measured 660). */
 const WAL_BYTES_PER_ROW = 700;

@@ -11,8 +11,8 @@ import type { Subprocess } from 'bun';
 import { loadConfig, type Config } from '../src/config';
 import { connect, type Sql } from '../src/db';
 import { migrate } from '../src/migrate';
-import { freePort } from '../src/cli/local';
-import { resolveDatabaseUrl, resolveRedisUrl, type Resolved } from '../src/cli/local/urls';
+import { freePort } from '../src/embedded';
+import { resolveDatabaseUrl, resolveRedisUrl, type Resolved } from '../src/embedded/urls';
 
 export interface Infra {
   config: Config;

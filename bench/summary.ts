@@ -3,7 +3,7 @@
  * phase breakdown of an import.
  */
 import type { Sql } from '../src/db';
-import { freePort } from '../src/cli/local';
+import { freePort } from '../src/embedded';
 import type { BenchAccount } from './account';
 import { md5Hex, rowAt, sampleNormalRows } from './dataset';
 import { GET_P99_MS, type HttpTarget, type PoolContact } from './http';

@@ -21,7 +21,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../src/config';
 import { connect } from '../src/db';
 import { migrate } from '../src/migrate';
-import { resolveDatabaseUrl } from '../src/cli/local/urls';
+import { resolveDatabaseUrl } from '../src/embedded/urls';
 import { runManualSuppressionImport } from '../src/suppressions/manual-import';
 
 const { values: args } = parseArgs({

@@ -11,7 +11,7 @@ import { unavailableError } from './http/unavailable';
 import { readJsonBody } from './http/json-body';
 import './http/formats';
 import { confirmedAuthOf, factsOf, isUnconfirmed, startRequest } from './http/context';
-import { errorFields, log } from './http/log';
+import { errorFields, log } from './log';
 import { healthRoutes } from './http/health';
 import { schemaRoutes } from './schema';
 import { brandRoutes } from './brands';

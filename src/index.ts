@@ -1,8 +1,8 @@
 import { loadConfigOrExit } from './config';
 import { connect } from './db';
-import { errorFields, log, setLogLevel } from './http/log';
+import { errorFields, log, setLogLevel } from './log';
 import { serveApi } from './http/server';
-import { resolveDatabaseUrl, resolveRedisUrl } from './cli/local/urls';
+import { resolveDatabaseUrl, resolveRedisUrl } from './embedded/urls';
 import { createStore } from './storage';
 import { createImportQueue } from './imports/bullmq-queue';
 import { migrate } from './migrate';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { parseKey, sha256 } from '../src/auth/keys';
 import { ALL_SCOPES } from '../src/auth/scopes';
 import { parseFlags, UsageError } from '../src/cli/admin/args';
-import { withSchemaChangeHold } from '../src/cli/admin/attributes';
+import { withSchemaChangeHold } from '../src/contacts/write-guard';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 
 const ROOT = join(import.meta.dir, '..');

@@ -11,7 +11,7 @@ import { buildApp } from '../src/app';
 import { LocalStore } from '../src/storage/local';
 import { UploadTokens } from '../src/storage/upload-token';
 import { uploadHandler } from '../src/uploads';
-import { freePort } from '../src/cli/local/index';
+import { freePort } from '../src/embedded';
 import { connect, type Sql } from '../src/db';
 import { testApp, type TestApp } from './helpers/app';
 import { faultBed, type Child, type FaultBed } from './helpers/fault-bed';

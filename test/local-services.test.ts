@@ -6,8 +6,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import Redis from 'ioredis'
 import postgres from 'postgres'
-import { ensureLocalPostgres, ensureLocalRedis, type LocalService } from '../src/cli/local'
-import { isPortOpen } from '../src/cli/local/ports'
+import { ensureLocalPostgres, ensureLocalRedis, type LocalService } from '../src/embedded'
+import { isPortOpen } from '../src/embedded/ports'
 
 const SLOW = 300_000
 const portOf = (url: string) => Number(new URL(url).port)

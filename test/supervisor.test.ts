@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { join, resolve } from 'node:path';
-import { freePort } from '../src/cli/local/index';
+import { freePort } from '../src/embedded';
 import { faultBed, type FaultBed } from './helpers/fault-bed';
 import { until } from './helpers/fault-import';
 

@@ -6,10 +6,10 @@ import { DelayedError, Queue, UnrecoverableError, Worker, type Job, type Process
 import { mkdir, utimes, writeFile } from 'node:fs/promises';
 import { loadConfigOrExit } from '../src/config';
 import { connect } from '../src/db';
-import { errorFields, log, setLogLevel } from '../src/http/log';
+import { errorFields, log, setLogLevel } from '../src/log';
 import { createImportQueue, redisConnection } from '../src/imports/bullmq-queue';
 import { BUSY_RECHECK_MS, IMPORT_JOB, IMPORT_LOCK_MS, IMPORT_LOCK_RENEW_MS, IMPORT_QUEUE, JOB_NAMES, STALLED_CHECK_MS, SWEEP_JOB, SWEEP_QUEUE, type ImportJobData } from '../src/imports/jobs';
-import { resolveDatabaseUrl, resolveRedisUrl } from '../src/cli/local/urls';
+import { resolveDatabaseUrl, resolveRedisUrl } from '../src/embedded/urls';
 import { createStore } from '../src/storage';
 import { ImportBusyError, markImportFailed, runImport } from './import/index';
 import { workerPoolSize } from './pool-size';

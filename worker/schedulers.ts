@@ -1,6 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { errorFields, log } from '../src/http/log';
+import { errorFields, log } from '../src/log';
 import { SWEEP_EVERY_MS, SWEEP_JOB, SWEEP_JOB_OPTIONS, SWEEP_SCHEDULER_ID } from '../src/imports/jobs';
 
 /** How often a worker looks whether the sweep's scheduler is still in Redis (a FLUSHALL drops no connection). */

@@ -1,5 +1,6 @@
 import type { Sql } from '../src/db';
-import { errorFields, log } from '../src/http/log';
+import { errorFields, log } from '../src/log';
+import { releaseStaleSchemaHolds } from '../src/contacts/write-guard';
 import type { ImportQueue } from '../src/imports/queue';
 import { importObjectKey } from '../src/storage';
 import type { ObjectStore } from '../src/storage/store';
@@ -38,18 +39,9 @@ export async function sweep(deps: SweepDeps): Promise<SweepResult> {
   return { arrived, expired, requeued, released };
 }
 
-/**
- * `attribute create` publishes a bulk_operations row before it takes the account's lock and removes
- * it after (src/cli/admin/attributes.ts); a CLI killed in between leaves the row, and every single
- * write of the account got 409 for good. A change is one short transaction, so a hold a minute past
- * its estimate has no live owner. Removing it is safe even if one had: the row only turns writers
- * away early, the account's advisory lock is what keeps them from interleaving with the change.
- */
+/** Schema-change holds of admin CLIs that died mid-change (see releaseStaleSchemaHolds). */
 async function releaseStaleHolds({ sql }: SweepDeps): Promise<string[]> {
-  const rows = await sql<{ account_id: string; id: string }[]>`
-    delete from bulk_operations
-    where kind = 'schema-change' and estimated_end < now() - interval '1 minute'
-    returning account_id, id`;
+  const rows = await releaseStaleSchemaHolds(sql);
   for (const r of rows) log('warn', 'schema-change hold without a live owner removed', { accountId: r.account_id, holdId: r.id });
   return rows.map((r) => r.id);
 }

@@ -1,5 +1,5 @@
 import type { Sql } from '../db';
-import { errorFields, log } from '../http/log';
+import { errorFields, log } from '../log';
 
 /**
  * In-process caches of rows that almost never change (API key rows, account schemas), kept fresh by

@@ -16,7 +16,7 @@ import { keyCommands } from './admin/keys';
 import { seedCommands } from './admin/seeds';
 import { suppressionImportCommands } from './admin/suppression-import';
 import { suppressionListCommands } from './admin/suppression-lists';
-import { resolveDatabaseUrl } from './local/urls';
+import { resolveDatabaseUrl } from '../embedded/urls';
 
 const COMMANDS: Record<string, Command> = {
   ...accountCommands,

@@ -1,7 +1,7 @@
 import { loadConfig } from '../config';
 import { connect } from '../db';
 import { migrate } from '../migrate';
-import { resolveDatabaseUrl } from './local/urls';
+import { resolveDatabaseUrl } from '../embedded/urls';
 
 const config = loadConfig();
 const { url, stop } = await resolveDatabaseUrl(config);

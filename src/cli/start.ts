@@ -8,7 +8,7 @@ import { loadConfigOrExit } from '../config';
 import { connect } from '../db';
 import { migrate } from '../migrate';
 import { runDemo } from './admin/demo';
-import { resolveDatabaseUrl, resolveRedisUrl } from './local/urls';
+import { resolveDatabaseUrl, resolveRedisUrl } from '../embedded/urls';
 import { Supervisor } from './supervise';
 
 const say = (msg: string) => console.error(`[start] ${msg}`);

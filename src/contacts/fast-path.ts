@@ -7,6 +7,7 @@ import { AttributeSchema } from './attributes';
 import { emailMd5, isValidEmail, md5ToUuid } from './email';
 import type { ContactBody, CreateContactInput } from './model';
 import { distinctIds, toContact, type ContactRow } from './store';
+import { bulkOperationJoin, contactWriteLock } from './write-guard';
 
 /**
  * GET, POST (a new email) and PATCH of one contact as ONE statement each, for the common case.
@@ -97,10 +98,10 @@ export class ContactFastPath {
         select coalesce(v.keys, 0) as keys_version, coalesce(v.schema, 0) as schema_version,
                case when coalesce(v.keys, 0) = ${claim.keysVersion} and coalesce(v.schema, 0) = ${version}
                          and b.account_id is null and s.email_md5 is null ${brandsLive}
-                    then contact_write_lock(${accountId}) else false end as ok
+                    then ${contactWriteLock(sql, accountId)} else false end as ok
         from (select) as one
         left join cache_versions v on v.account_id = ${accountId}
-        left join (select account_id from bulk_operations where account_id = ${accountId} limit 1) b on true
+        ${bulkOperationJoin(sql, accountId)}
         left join seed_addresses s on s.account_id = ${accountId} and s.email_md5 = ${key}
       ),
       inserted as (
@@ -125,10 +126,10 @@ export class ContactFastPath {
       with allowed as (
         select coalesce(v.keys, 0) as keys_version, coalesce(v.schema, 0) as schema_version,
                case when coalesce(v.keys, 0) = ${claim.keysVersion} and coalesce(v.schema, 0) = ${version} and b.account_id is null
-                    then contact_write_lock(${accountId}) else false end as ok
+                    then ${contactWriteLock(sql, accountId)} else false end as ok
         from (select) as one
         left join cache_versions v on v.account_id = ${accountId}
-        left join (select account_id from bulk_operations where account_id = ${accountId} limit 1) b on true
+        ${bulkOperationJoin(sql, accountId)}
       ),
       updated as (
         update contacts

@@ -1,6 +1,29 @@
+import type postgres from 'postgres';
 import type { Sql, Tx } from '../db';
 import { operationInProgress } from '../errors';
 import { mergeRetryAfterSeconds } from '../imports/retry-after';
+import { accountWriteLock } from '../locks';
+
+/**
+ * The bulk-write guard, whole: how single contact writes and bulk contact writers (an import's
+ * merge, a schema change) keep out of each other's way. Both sides of the protocol live here; the
+ * callers (src/contacts for single writes, worker/import for the merge and finish, src/schema for
+ * `attribute create`, the sweep) only call these functions.
+ *
+ * The protocol: a bulk writer first commits a `bulk_operations` row (holdContactWrites), then takes
+ * the account's contact-write lock EXCLUSIVE once (drainContactWrites, or the schema change's own
+ * transaction), which waits for every single write that passed its check before the row existed.
+ * Its batches then hold the lock SHARED (batchHoldsAccount), which still keeps a schema change out.
+ * A single write holds the lock SHARED for its transaction and checks for a row before and after
+ * taking it (withContactWrite, or contact_write_lock() inside one statement on the fast path), so
+ * it either finished before the bulk operation started or is refused with 409
+ * `operation_in_progress` and an honest Retry-After. Single writes never block each other.
+ */
+
+type Keyed = postgres.ISql<{}>;
+
+/** Kinds of bulk operation, as stored in bulk_operations.kind. */
+export type BulkKind = 'contact-import' | 'schema-change';
 
 const WHAT: Record<string, string> = {
   'contact-import': 'A bulk contact import is writing this account’s contacts',
@@ -8,15 +31,8 @@ const WHAT: Record<string, string> = {
 };
 
 /**
- * Runs one single-contact write in a transaction that cannot interleave with a bulk operation.
- *
- * The write holds the account's advisory lock SHARED for its whole transaction; the bulk side
- * first commits a `bulk_operations` row, then takes the same lock EXCLUSIVE: `attribute create` for
- * its one change; an import once, before its first merge batch (a drain: it waits for every write
- * that passed its check before the row existed), its batches then holding it shared. So a write
- * either finished before the bulk operation started, or sees the row here and is refused with 409
- * `operation_in_progress` and an honest `Retry-After` (see retryAfter below). Single writes never
- * block each other on this lock.
+ * Runs one single-contact write in a transaction that cannot interleave with a bulk operation, or
+ * refuses it with 409 `operation_in_progress` and a Retry-After (see retryAfter below).
  *
  * @example await withContactWrite(sql, accountId, (tx) => tx`update contacts set … where …`)
  */
@@ -25,11 +41,90 @@ export async function withContactWrite<T>(sql: Sql, accountId: string, fn: (tx: 
     // Checked before the lock too: a write arriving while the lock is held exclusive (a schema
     // change, an import's drain) is refused at once instead of waiting only to be refused then.
     await refuseDuringBulkOperation(tx, accountId);
-    await tx`select pg_advisory_xact_lock_shared(hashtextextended(${accountId}::uuid::text, 0))`;
-    await refuseDuringBulkOperation(tx, accountId);
+    const [lock] = await tx<{ ok: boolean }[]>`select ${contactWriteLock(tx, accountId)} as ok`;
+    if (!lock!.ok) await refuseDuringBulkOperation(tx, accountId);
     return fn(tx);
   });
   return result as T;
+}
+
+/**
+ * The single write's lock and second check as one SQL expression, true when the write may go on:
+ * contact_write_lock() (sql/migrations) takes the account's lock shared and checks again with a
+ * fresh snapshot, which a statement's own snapshot, taken before the wait, could not.
+ */
+export const contactWriteLock = (sql: Keyed, accountId: string) => sql`contact_write_lock(${accountId}::uuid)`;
+
+/**
+ * For one-statement writes (src/contacts/fast-path.ts): a join that yields `b.account_id` not null
+ * when a bulk operation of the account is recorded, so the statement refuses at once instead of
+ * queueing behind a batch for the lock.
+ */
+export const bulkOperationJoin = (sql: Keyed, accountId: string) =>
+  sql`left join (select account_id from bulk_operations where account_id = ${accountId} limit 1) b on true`;
+
+/**
+ * Records a bulk operation (own commit): from now on single writes of the account are refused.
+ * Estimated to end `seconds` from now; a contact import's later batches move the estimate
+ * (sql/merge/advance.sql). Idempotent for the same id.
+ */
+export async function holdContactWrites(sql: Sql, accountId: string, id: string, kind: BulkKind, seconds: number): Promise<void> {
+  await sql`
+    insert into bulk_operations (account_id, id, kind, estimated_end)
+    values (${accountId}::uuid, ${id}::uuid, ${kind}, now() + make_interval(secs => ${seconds}))
+    on conflict (account_id, id) do update set estimated_end = excluded.estimated_end`;
+}
+
+/** Waits, in a transaction of its own, for every single write that passed its check before the hold. */
+export async function drainContactWrites(sql: Sql, accountId: string): Promise<void> {
+  await sql.begin((tx) => tx`select ${exclusiveLock(tx, accountId)}`);
+}
+
+/** A merge batch's hold on the account, for its transaction: shared, so a schema change waits. */
+export const batchHoldsAccount = (sql: Keyed, accountId: string) =>
+  sql`pg_advisory_xact_lock_shared(${accountWriteLock(sql, accountId)})`;
+
+/** Ends a hold, in the caller's transaction (together with the import's final status). */
+export async function releaseContactWrites(tx: Keyed, accountId: string, id: string): Promise<void> {
+  await tx`delete from bulk_operations where account_id = ${accountId}::uuid and id = ${id}::uuid`;
+}
+
+const exclusiveLock = (sql: Keyed, accountId: string) => sql`pg_advisory_xact_lock(${accountWriteLock(sql, accountId)})`;
+
+/** Long enough for an honest Retry-After on writes that arrive while a schema change runs. */
+const SCHEMA_CHANGE_SECONDS = 5;
+
+/**
+ * Runs `fn` as a schema change that holds the account's contact writes. Three steps, because a
+ * bulk_operations row inserted and deleted in one transaction would never be visible to the writers
+ * it is meant to turn away: (1) publish the hold; (2) one transaction under the exclusive lock, so
+ * nothing interleaves with the change; (3) remove the hold, whatever happened.
+ */
+export async function withSchemaChangeHold<T>(sql: Sql, accountId: string, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  const holdId = crypto.randomUUID();
+  await holdContactWrites(sql, accountId, holdId, 'schema-change', SCHEMA_CHANGE_SECONDS);
+  try {
+    return (await sql.begin(async (tx) => {
+      await tx`select ${exclusiveLock(tx, accountId)}`;
+      return fn(tx);
+    })) as T;
+  } finally {
+    await releaseContactWrites(sql, accountId, holdId);
+  }
+}
+
+/**
+ * A schema change publishes its hold before it takes the lock and removes it after; a CLI killed
+ * in between leaves the row, and every single write of the account would get 409 for good. A
+ * change is one short transaction, so a hold a minute past its estimate has no live owner.
+ * Removing it is safe even if one had: the row only turns writers away early, the lock is what
+ * keeps them from interleaving with the change. Returns the holds removed.
+ */
+export async function releaseStaleSchemaHolds(sql: Sql): Promise<{ account_id: string; id: string }[]> {
+  return sql<{ account_id: string; id: string }[]>`
+    delete from bulk_operations
+    where kind = 'schema-change' and estimated_end < now() - interval '1 minute'
+    returning account_id, id`;
 }
 
 interface BulkOperation {

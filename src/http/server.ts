@@ -5,7 +5,7 @@ import { ApiError } from '../errors';
 import { uploadHandler } from '../uploads';
 import { factsOf } from './context';
 import { fromFramework } from './framework-errors';
-import { errorFields, log, logRequest } from './log';
+import { errorFields, log, logRequest } from '../log';
 import { problemResponse } from './problem';
 import { appRequestOf } from './app-request';
 

@@ -1,3 +1,4 @@
+import { suppressionListLock } from '../locks';
 import type { ReservedSql } from 'postgres';
 import type { Sql } from '../db';
 import { operationInProgress } from '../errors';
@@ -104,9 +105,9 @@ export function isConnectionGone(error: unknown): boolean {
   );
 }
 
-/** The list's lock: one bigint from the ids, in a key space of its own (the prefix). */
+/** The list's lock. */
 function lockKey(conn: Conn, job: HeldImport) {
-  return conn`hashtextextended(${`suppression-list:${job.accountId}:${job.listId}`}, 0)`;
+  return suppressionListLock(conn, job.accountId, job.listId);
 }
 
 async function busy(conn: Conn, job: HeldImport) {

@@ -1,5 +1,5 @@
 import type { Deps } from '../deps';
-import { errorFields, log } from '../http/log';
+import { errorFields, log } from '../log';
 import { importObjectKey } from '../storage';
 import { EntityTooLargeError, LocalStore, MAX_UPLOAD_BYTES, type Received } from '../storage/local';
 import { accessDenied, entityTooLarge, s3Error } from './s3-error';

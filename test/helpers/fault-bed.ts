@@ -10,7 +10,7 @@ import { dirname, join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
 import { connect, type Sql } from '../../src/db';
 import { migrate } from '../../src/migrate';
-import { ensureLocalPostgres, freePort } from '../../src/cli/local/index';
+import { ensureLocalPostgres, freePort } from '../../src/embedded';
 
 const ROOT = resolve(import.meta.dir, '../..');
 const ENTRIES = { worker: 'worker/index.ts', api: 'src/index.ts' } as const;

@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { loadConfig } from '../../src/config';
 import { connect } from '../../src/db';
 import { migrate } from '../../src/migrate';
-import { resolveDatabaseUrl, resolveRedisUrl } from '../../src/cli/local/urls';
+import { resolveDatabaseUrl, resolveRedisUrl } from '../../src/embedded/urls';
 
 const MIGRATIONS = resolve(import.meta.dir, '../../sql/migrations');
 

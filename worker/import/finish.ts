@@ -1,3 +1,4 @@
+import { releaseContactWrites } from '../../src/contacts/write-guard';
 import type { Sql } from '../../src/db';
 import type { ObjectStore } from '../../src/storage/store';
 import { dropStaging } from './staging';
@@ -16,7 +17,7 @@ export async function finishPhase(p: Pipeline): Promise<void> {
       set status = 'success', completed_at = now(), percent_complete = null, phase = 'finish', updated_at = now()
       where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid
         and status = 'importing' and phase = 'merge' and checkpoint >= coalesce(row_count, 0)`;
-    await tx`delete from bulk_operations where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
+    await releaseContactWrites(tx, job.accountId, job.id);
   });
   job.status = 'success';
   job.phase = 'finish';

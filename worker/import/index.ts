@@ -1,6 +1,7 @@
 import type { Config } from '../../src/config';
 import type { Sql } from '../../src/db';
 import { isDatabaseUnavailable } from '../../src/db-unavailable';
+import { importRunLock } from '../../src/locks';
 import type { ObjectStore } from '../../src/storage/store';
 import { dedupePhase, ensureStaged, StagingLostError } from './dedupe';
 import { cleanup, finishPhase } from './finish';
@@ -82,9 +83,9 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
   // the job cannot run the same import concurrently, and a killed worker's lock dies with its
   // connection) and carries the read phase's COPY, which must not run inside a transaction.
   const conn = await sql.reserve();
-  const lockKey = `contact-import:${importId.toLowerCase()}`;
+  const lockKey = importRunLock(conn, importId);
   try {
-    const [lock] = await conn<{ locked: boolean }[]>`select pg_try_advisory_lock(hashtextextended(${lockKey}, 0)) as locked`;
+    const [lock] = await conn<{ locked: boolean }[]>`select pg_try_advisory_lock(${lockKey}) as locked`;
     if (!lock?.locked) throw new ImportBusyError(`contact import ${importId} is being run by another worker`);
     try {
       const job = await loadImport(sql, accountId, importId);
@@ -106,7 +107,7 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
       }
       await cleanup(sql, storage, job, log);
     } finally {
-      await conn`select pg_advisory_unlock(hashtextextended(${lockKey}, 0))`.catch(() => {});
+      await conn`select pg_advisory_unlock(${lockKey})`.catch(() => {});
     }
   } finally {
     conn.release();

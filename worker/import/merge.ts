@@ -1,6 +1,8 @@
 import { join } from 'node:path';
 import type { Sql } from '../../src/db';
+import { batchHoldsAccount, drainContactWrites, holdContactWrites } from '../../src/contacts/write-guard';
 import { MERGE_ROWS_PER_SECOND } from '../../src/imports/retry-after';
+import { accountMergeLock, mergeBatchLock } from '../../src/locks';
 import { partSizes, StagingLostError } from './dedupe';
 import { stagingTables } from './staging';
 import type { Pipeline } from './state';
@@ -58,11 +60,6 @@ function lostRace(e: unknown): boolean {
   return code === '40P01' || code === '40001';
 }
 
-/** Advisory lock key of one batch's transaction: the next batch waits on it before it commits. */
-function batchKey(importId: string, lo: number): string {
-  return `contact-merge-batch:${importId.toLowerCase()}:${lo}`;
-}
-
 /**
  * Phase 3, merge: seq ranges of `batchSize` rows, each ONE transaction, `concurrency` of them in
  * flight at once (PostgreSQL runs each on its own backend, so two use both cores of a small box).
@@ -110,25 +107,21 @@ export async function mergePhase(p: Pipeline, conn: Sql, concurrency: number): P
   }
   const m: Merge = { p, rowCount, parts, advance: await mergeStatement('advance.sql', '') };
 
-  const mergeLock = `contact-merge:${job.accountId.toLowerCase()}`;
-  const [free] = await conn<{ locked: boolean }[]>`select pg_try_advisory_lock(hashtextextended(${mergeLock}, 0)) as locked`;
+  const mergeLock = accountMergeLock(conn, job.accountId);
+  const [free] = await conn<{ locked: boolean }[]>`select pg_try_advisory_lock(${mergeLock}) as locked`;
   if (!free?.locked) {
     p.log('import merge waits for another import of the account', { importId: job.id });
-    await conn`select pg_advisory_lock(hashtextextended(${mergeLock}, 0))`;
+    await conn`select pg_advisory_lock(${mergeLock})`;
   }
   try {
     // Own commit, before the first batch: from now on single contact writes get 409 with an estimate.
     const seconds = Math.ceil((rowCount - job.checkpoint) / MERGE_ROWS_PER_SECOND);
-    await sql`
-      insert into bulk_operations (account_id, id, kind, estimated_end)
-      values (${job.accountId}::uuid, ${job.id}::uuid, 'contact-import', now() + make_interval(secs => ${seconds}))
-      on conflict (account_id, id) do update set estimated_end = excluded.estimated_end`;
-    // The drain: waits for every single write that passed its check before the row existed.
-    await sql.begin((tx) => tx`select pg_advisory_xact_lock(hashtextextended(${job.accountId}::uuid::text, 0))`);
+    await holdContactWrites(sql, job.accountId, job.id, 'contact-import', seconds);
+    await drainContactWrites(sql, job.accountId);
     return await mergeBatches(m, Math.max(1, concurrency));
   } finally {
     // A broken connection took the lock with it; the caller releases the connection either way.
-    await conn`select pg_advisory_unlock(hashtextextended(${mergeLock}, 0))`.catch(() => {});
+    await conn`select pg_advisory_unlock(${mergeLock})`.catch(() => {});
   }
 }
 
@@ -229,8 +222,8 @@ async function batchTransaction(m: Merge, lo: number, hi: number, previousLo: nu
     // contact of the account once per batch. The probes come in email_md5 order (seq follows it),
     // so they walk the index leaf by leaf.
     await tx`
-      select pg_advisory_xact_lock(hashtextextended(${batchKey(job.id, lo)}, 0)),
-             pg_advisory_xact_lock_shared(hashtextextended(${job.accountId}::uuid::text, 0)),
+      select pg_advisory_xact_lock(${mergeBatchLock(tx, job.id, lo)}),
+             ${batchHoldsAccount(tx, job.accountId)},
              set_config('jit', 'off', true), set_config('synchronous_commit', 'off', true),
              set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`;
     locked();
@@ -265,7 +258,7 @@ async function batchTransaction(m: Merge, lo: number, hi: number, previousLo: nu
     if (counts.rows < hi - lo) throw new StagingLostError(`staged rows ${lo + 1}…${hi} of import ${job.id} were lost (read ${counts.rows})`);
 
     // Commits in seq order: wait until the earlier batch's transaction has ended, committed or not.
-    if (previousLo !== undefined) await tx`select pg_advisory_xact_lock_shared(hashtextextended(${batchKey(job.id, previousLo)}, 0))`;
+    if (previousLo !== undefined) await tx`select pg_advisory_xact_lock_shared(${mergeBatchLock(tx, job.id, previousLo)})`;
     const [advanced] = await tx.unsafe<{ percentComplete: number }[]>(
       m.advance,
       [job.accountId, job.id, lo, hi, counts.added, counts.updated, counts.skipped, rowCount, estimatedEnd],

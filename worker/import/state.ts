@@ -1,4 +1,5 @@
 import { UnrecoverableError } from 'bullmq';
+import { releaseContactWrites } from '../../src/contacts/write-guard';
 import type { Sql } from '../../src/db';
 
 /**
@@ -68,7 +69,7 @@ export async function markImportFailed(sql: Sql, accountId: string, importId: st
       set status = 'failed', failure_reason = ${reason}, percent_complete = null, updated_at = now()
       where account_id = ${accountId}::uuid and id = ${importId}::uuid
         and status in ('awaiting-upload', 'uploaded', 'importing')`;
-    await tx`delete from bulk_operations where account_id = ${accountId}::uuid and id = ${importId}::uuid`;
+    await releaseContactWrites(tx, accountId, importId);
   });
 }
 

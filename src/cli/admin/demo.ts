@@ -1,6 +1,6 @@
 import type { Sql, Tx } from '../../db';
 import { AdminError, parseFlags, type Command } from './args';
-import { createAttribute, type AttributeInput } from './attributes';
+import { addAttribute, type AttributeInput } from './attributes';
 import { createBrand, type BrandInput } from './brands';
 import { createKey } from './keys';
 import { createSuppressionList, type ListFormat, type ListInput } from './suppression-lists';
@@ -94,7 +94,7 @@ export async function runDemo(sql: Sql): Promise<DemoResult> {
   for (const a of ATTRIBUTES) {
     if (existing.has(a.name.toLowerCase())) continue;
     try {
-      await createAttribute(sql, base.accountId, a);
+      await addAttribute(sql, base.accountId, a);
     } catch (err) {
       // A concurrent run created it first: that is the reuse we want.
       if (!(err instanceof AdminError)) throw err;

@@ -1,4 +1,4 @@
-import type { Config } from '../../config';
+import type { Config } from '../config';
 import { ensureLocalPostgres, ensureLocalRedis } from './index';
 
 export interface Resolved {

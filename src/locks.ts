@@ -1,0 +1,35 @@
+import type postgres from 'postgres';
+
+/**
+ * Every PostgreSQL advisory lock key the service takes, spelled once. Each is a SQL fragment for
+ * `pg_advisory_*lock*(…)`; a key is a bigint hashed from text, and the text's prefix keeps each kind
+ * of lock in a key space of its own.
+ *
+ * The account's contact-write lock is the one exception to the prefixes: its text is the account
+ * id alone, because sql/migrations (contact_write_lock) hashes `account_id::text` the same way, so
+ * that a single contact write can take it inside its one statement.
+ */
+type Fragment = postgres.Fragment;
+/** The pool, a transaction or a reserved connection: whichever runs the statement. */
+type Keyed = postgres.ISql<{}>;
+
+const hashed = (sql: Keyed, text: string): Fragment => sql`hashtextextended(${text}, 0)`;
+
+/** The account's contact-write lock: single writes hold it shared, bulk writers exclusive. */
+export const accountWriteLock = (sql: Keyed, accountId: string): Fragment =>
+  sql`hashtextextended(${accountId}::uuid::text, 0)`;
+
+/** One contact import's run: a second delivery of its job cannot run it at the same time. */
+export const importRunLock = (sql: Keyed, importId: string) => hashed(sql, `contact-import:${importId.toLowerCase()}`);
+
+/** An account's merges: two imports of one account never merge at once. */
+export const accountMergeLock = (sql: Keyed, accountId: string) =>
+  hashed(sql, `contact-merge:${accountId.toLowerCase()}`);
+
+/** One merge batch's transaction, from its first seq: the next batch waits on it before it commits. */
+export const mergeBatchLock = (sql: Keyed, importId: string, lo: number) =>
+  hashed(sql, `contact-merge-batch:${importId.toLowerCase()}:${lo}`);
+
+/** A suppression list: one import at a time. */
+export const suppressionListLock = (sql: Keyed, accountId: string, listId: string) =>
+  hashed(sql, `suppression-list:${accountId}:${listId}`);
