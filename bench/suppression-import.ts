@@ -22,7 +22,7 @@ import { loadConfig } from '../src/config';
 import { connect } from '../src/db';
 import { migrate } from '../src/migrate';
 import { resolveDatabaseUrl } from '../src/embedded/urls';
-import { runManualSuppressionImport } from '../src/suppressions/manual-import';
+import { runManualSuppressionImport } from '../src/suppressions/bulk/manual-import';
 
 const { values: args } = parseArgs({
   options: { lines: { type: 'string', default: '10000000' }, 'only-first': { type: 'boolean', default: false }, keep: { type: 'boolean', default: false } },

@@ -38,6 +38,17 @@ const CLIENT_CODES = new Set([
   'ENETUNREACH',
 ]);
 
+/**
+ * The session of the connection that met `error` has ended, and its locks, temporary state and
+ * transaction with it: the database went away, or the server ended this one session (a FATAL or
+ * PANIC error always closes the connection that receives it).
+ */
+export function isConnectionGone(error: unknown): boolean {
+  if (isDatabaseUnavailable(error)) return true;
+  const severity = (error as { severity?: unknown } | null)?.severity;
+  return severity === 'FATAL' || severity === 'PANIC';
+}
+
 /** The error a pinned connection's statement gets once its connection is gone (the shape of postgres.js's own). */
 export function connectionLost(cause?: unknown): Error {
   return Object.assign(new Error('write CONNECTION_CLOSED: the database connection of this transaction or reserved session was lost', { cause }), {

@@ -9,12 +9,12 @@ import { join } from 'node:path';
 import { AdminError, UsageError } from '../src/cli/admin/args';
 import { suppressionImportCommand, suppressionImportCommands } from '../src/cli/admin/suppression-import';
 import { ApiError } from '../src/errors';
-import { holdList } from '../src/suppressions/list-guard';
-import { runManualSuppressionImport } from '../src/suppressions/manual-import';
-import { BucketSort } from '../src/suppressions/bucket-sort';
-import { copyInto } from '../src/suppressions/copy-in';
-import { transaction, type Conn } from '../src/suppressions/list-guard';
-import { copyFraming, firstField, recordRows, type LineCounts } from '../src/suppressions/record-lines';
+import { holdList } from '../src/suppressions/bulk/list-guard';
+import { runManualSuppressionImport } from '../src/suppressions/bulk/manual-import';
+import { BucketSort } from '../src/suppressions/bulk/bucket-sort';
+import { copyInto } from '../src/suppressions/bulk/copy-in';
+import { transaction, type Conn } from '../src/suppressions/bulk/list-guard';
+import { copyFraming, firstField, recordRows, type LineCounts } from '../src/suppressions/bulk/record-lines';
 import { expectProblem, testApp, type TestApp } from './helpers/app';
 import { createAccount, createSuppressionList } from './helpers/fixtures';
 

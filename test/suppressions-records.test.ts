@@ -1,7 +1,7 @@
 // POST /v1/suppression-lists/{id}/records and the import history it writes, against a real database.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createHash } from 'node:crypto';
-import { holdList } from '../src/suppressions/list-guard';
+import { holdList } from '../src/suppressions/bulk/list-guard';
 import { expectProblem, testApp, type TestApp } from './helpers/app';
 import { createAccount, createKey, createSuppressionList } from './helpers/fixtures';
 

@@ -1,6 +1,6 @@
 import type { Sql } from '../db';
 import { findList } from './lists';
-import { holdList, transaction, type Conn } from './list-guard';
+import { finishImport, holdList, transaction, type Conn } from './bulk/list-guard';
 import { recordsOrReject, rejectRepeats } from './records';
 
 export interface AddRecordsResult {
@@ -38,25 +38,4 @@ async function applyBatch(conn: Conn, accountId: string, listId: string, importI
     select count(*)::int as added from added`;
   await finishImport(conn, { accountId, listId, importId, totalCount: hex.length, addedCount: added, malformedCount: 0 });
   return { importId, totalCount: hex.length, addedCount: added, duplicateCount: hex.length - added };
-}
-
-/**
- * The list's counter and the import's final counts, inside the caller's transaction. The list's
- * `updatedAt` moves only when something was added.
- */
-export async function finishImport(
-  conn: Conn,
-  c: { accountId: string; listId: string; importId: string; totalCount: number; addedCount: number; malformedCount: number },
-): Promise<void> {
-  if (c.addedCount > 0) {
-    await conn`
-      update suppression_lists set record_count = record_count + ${c.addedCount}, updated_at = clock_timestamp()
-      where account_id = ${c.accountId} and id = ${c.listId}`;
-  }
-  await conn`
-    update suppression_imports
-    set status = 'completed', total_count = ${c.totalCount}, added_count = ${c.addedCount},
-        duplicate_count = ${c.totalCount - c.addedCount}, malformed_count = ${c.malformedCount},
-        completed_at = clock_timestamp(), estimated_end = null
-    where account_id = ${c.accountId} and id = ${c.importId}`;
 }

@@ -1,7 +1,8 @@
-import { suppressionListLock } from '../locks';
 import type { ReservedSql } from 'postgres';
-import type { Sql } from '../db';
-import { operationInProgress } from '../errors';
+import type { Sql } from '../../db';
+import { isConnectionGone } from '../../db-unavailable';
+import { operationInProgress } from '../../errors';
+import { suppressionListLock } from '../../locks';
 
 export type Conn = ReservedSql<{}>;
 
@@ -91,20 +92,6 @@ export class Holder {
   }
 }
 
-/** True when the error means the connection (and so its session, locks and temp tables) is gone. */
-export function isConnectionGone(error: unknown): boolean {
-  const e = error as { code?: unknown; severity?: unknown } | null;
-  if (!e || typeof e !== 'object') return false;
-  const code = typeof e.code === 'string' ? e.code : '';
-  return (
-    ['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT', 'ECONNRESET', 'EPIPE'].includes(code) ||
-    code.startsWith('08') || // connection_exception
-    code.startsWith('57P') || // admin_shutdown, crash_shutdown…
-    e.severity === 'FATAL' ||
-    e.severity === 'PANIC'
-  );
-}
-
 /** The list's lock. */
 function lockKey(conn: Conn, job: HeldImport) {
   return suppressionListLock(conn, job.accountId, job.listId);
@@ -130,4 +117,25 @@ export async function transaction<T>(conn: Conn, fn: () => Promise<T>): Promise<
     if (!isConnectionGone(error)) await conn`rollback`.catch(() => {});
     throw error;
   }
+}
+
+/**
+ * The list's counter and the import's final counts, inside the caller's transaction. The list's
+ * `updatedAt` moves only when something was added.
+ */
+export async function finishImport(
+  conn: Conn,
+  c: { accountId: string; listId: string; importId: string; totalCount: number; addedCount: number; malformedCount: number },
+): Promise<void> {
+  if (c.addedCount > 0) {
+    await conn`
+      update suppression_lists set record_count = record_count + ${c.addedCount}, updated_at = clock_timestamp()
+      where account_id = ${c.accountId} and id = ${c.listId}`;
+  }
+  await conn`
+    update suppression_imports
+    set status = 'completed', total_count = ${c.totalCount}, added_count = ${c.addedCount},
+        duplicate_count = ${c.totalCount - c.addedCount}, malformed_count = ${c.malformedCount},
+        completed_at = clock_timestamp(), estimated_end = null
+    where account_id = ${c.accountId} and id = ${c.importId}`;
 }

@@ -1,4 +1,4 @@
-import { normaliseRecord, type ListFormat } from './records';
+import { normaliseRecord, type ListFormat } from '../records';
 
 export interface LineCounts {
   /** Lines that held a record of the list's format. */

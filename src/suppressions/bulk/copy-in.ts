@@ -1,6 +1,6 @@
 import type { PendingQuery, Row } from 'postgres';
 import { pipeline } from 'node:stream/promises';
-import type { Sql } from '../db';
+import type { Sql } from '../../db';
 import type { Conn } from './list-guard';
 
 /**

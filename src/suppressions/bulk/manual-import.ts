@@ -1,14 +1,14 @@
 import { createReadStream } from 'node:fs';
 import { access, constants, stat } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
-import type { Sql } from '../db';
-import { finishImport } from './add-records';
+import type { Sql } from '../../db';
+import { isConnectionGone } from '../../db-unavailable';
 import { BucketSort } from './bucket-sort';
 import { copyInto } from './copy-in';
-import { findList } from './lists';
-import { holdList, isConnectionGone, transaction, type Conn, type Holder } from './list-guard';
+import { findList } from '../lists';
+import { finishImport, holdList, transaction, type Conn, type Holder } from './list-guard';
 import { copyFraming, recordRows, type LineCounts } from './record-lines';
-import type { ListFormat } from './records';
+import type { ListFormat } from '../records';
 
 export interface ManualImportResult {
   id: string;
