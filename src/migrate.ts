@@ -26,7 +26,21 @@ export async function migrate(sql: Sql, log: (msg: string) => void = () => {}): 
           checksum   text not null,
           applied_at timestamptz not null default now()
         )`;
-      const done = new Map((await conn<{ version: string; checksum: string }[]>`select version, checksum from schema_migrations`).map((r) => [r.version, r.checksum]));
+      const done = new Map(
+        (await conn<{ version: string; checksum: string }[]>`select version, checksum from schema_migrations`).map((r) => [
+          r.version,
+          r.checksum,
+        ]),
+      );
+      // A database migrated by a version with other files (before the set was squashed, or a newer
+      // version) would get tables created over its own: refuse instead of guessing.
+      const unknown = [...done.keys()].filter((version) => !files.includes(version));
+      if (unknown.length) {
+        throw new MigrationError(
+          `The database has migrations this version does not have (${unknown.join(', ')}): it was migrated by ` +
+            'another version of the service. Use a fresh database (the unreleased migrations were squashed into one set).',
+        );
+      }
       for (const file of files) {
         const text = await Bun.file(join(MIGRATIONS_DIR, file)).text();
         const checksum = createHash('sha256').update(text).digest('hex');

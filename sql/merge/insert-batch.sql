@@ -7,7 +7,7 @@
 -- account takes this path for every batch; a file that overlaps existing contacts does not.
 --
 -- Events: all of an added contact's brands, as merge-batch.sql writes them, one outbox row per
--- brand with the set of the batch's contacts that got it (migration 0007), built from what the
+-- brand with the set of the batch's contacts that got it (sql/migrations/0001_schema.sql), built from what the
 -- INSERT returned rather than by reading the batch from the merge table a second time.
 --
 -- Returns the batch's counts; advance.sql then moves the checkpoint. `rows` is how many staged rows

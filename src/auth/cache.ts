@@ -12,7 +12,7 @@ import { errorFields, log } from '../log';
  * race for sequential clients.
  *
  * So a cached entry carries the account's counter from cache_versions (sql/migrations/
- * 0004_cache_invalidation.sql) read in the same snapshot as the entry; every change of the account,
+ * 0002_cache_invalidation.sql) read in the same snapshot as the entry; every change of the account,
  * of one of its keys or of its schema moves that counter in the changing transaction. A request
  * served from the cache does its work in one statement that reads the counter again and does
  * nothing unless it is unchanged (src/contacts/fast-path.ts). That statement's snapshot is taken

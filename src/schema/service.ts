@@ -45,7 +45,7 @@ export async function getSchema(sql: Sql, accountId: string): Promise<SchemaAttr
 }
 
 export interface VersionedAttributes {
-  /** cache_versions.schema of the account (sql/migrations/0004_cache_invalidation.sql). */
+  /** cache_versions.schema of the account (sql/migrations/0002_cache_invalidation.sql). */
   version: number;
   attributes: SchemaAttribute[];
 }
