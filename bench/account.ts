@@ -19,11 +19,16 @@ export async function createBenchAccount(sql: Sql, label: string): Promise<Bench
     const [account] = await tx<{ id: string }[]>`insert into accounts (name) values (${`bench ${label}`}) returning id`;
     const id = account!.id;
     const k = newKey();
-    await tx`insert into api_keys (account_id, id, secret_sha256, scopes) values (${id}, ${k.id}, ${k.secretSha256}, ${tx.array([...ALL_SCOPES])})`;
-    for (const a of ATTRIBUTES) await tx`insert into schema_attributes (account_id, name, type) values (${id}, ${a.name}, ${a.type})`;
+    await tx`
+      insert into api_keys (account_id, id, secret_sha256, scopes)
+      values (${id}, ${k.id}, ${k.secretSha256}, ${tx.array([...ALL_SCOPES])})`;
+    for (const a of ATTRIBUTES)
+      await tx`insert into schema_attributes (account_id, name, type) values (${id}, ${a.name}, ${a.type})`;
     const brandIds: string[] = [];
     for (const name of BRANDS) {
-      const [b] = await tx<{ id: string }[]>`insert into brands (account_id, name) values (${id}, ${name}) returning id`;
+      const [b] = await tx<
+        { id: string }[]
+      >`insert into brands (account_id, name) values (${id}, ${name}) returning id`;
       brandIds.push(b!.id);
     }
     return { id, key: k.key, brandIds };
@@ -38,7 +43,8 @@ export async function abandonOpenBenchImports(sql: Sql): Promise<number> {
   return sql.begin(async (tx) => {
     const rows = await tx<{ account_id: string; id: string }[]>`
       update contact_imports i
-      set status = 'failed', failure_reason = 'Abandoned: the benchmark run that started it was interrupted.', percent_complete = null, updated_at = now()
+      set status = 'failed', failure_reason = 'Abandoned: the benchmark run that started it was interrupted.',
+          percent_complete = null, updated_at = now()
       from accounts a
       where a.id = i.account_id and a.name like 'bench %' and i.status in ('awaiting-upload', 'uploaded', 'importing')
       returning i.account_id, i.id`;

@@ -55,7 +55,8 @@ async function route(req: Request): Promise<Response> {
   if (req.method === 'PATCH') {
     const body = (await req.json()) as { attributes: Record<string, unknown> };
     const [row] = await sql<Row[]>`
-      update contacts set attributes = jsonb_strip_nulls(attributes || ${sql.json(body.attributes as never)}), updated_at = now()
+      update contacts
+      set attributes = jsonb_strip_nulls(attributes || ${sql.json(body.attributes as never)}), updated_at = now()
       where account_id = ${accountId} and email_md5 = ${key}
       returning email_md5, email, attributes, brand_ids, enabled, created_at`;
     return row ? json(contact(row)) : json({ code: 'not_found_error' }, 404);

@@ -52,7 +52,8 @@ describe('bench dataset', () => {
       const a = rowAt(i, 0);
       const b = rowAt(i, 1);
       expect(b.email).toBe(a.email);
-      for (const [k, v] of Object.entries(a.attributes)) expect(JSON.stringify(b.attributes[k])).not.toBe(JSON.stringify(v));
+      for (const [k, v] of Object.entries(a.attributes))
+        expect(JSON.stringify(b.attributes[k])).not.toBe(JSON.stringify(v));
     }
   });
 });

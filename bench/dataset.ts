@@ -37,14 +37,66 @@ export interface Row {
   attributes: Record<string, Value>;
 }
 
-const FIRST = ['Ada', 'Alan', 'Grace', 'Linus', 'Barbara', 'Ken', 'Margaret', 'Dennis', 'Frances', 'Edsger', 'Radia', 'Donald', 'Shafi', 'Tim', 'Hedy', 'John'];
-const LAST = ['Lovelace', 'Turing', 'Hopper', 'Torvalds', 'Liskov', 'Thompson', 'Hamilton', 'Ritchie', 'Allen', 'Dijkstra', 'Perlman', 'Knuth', 'Goldwasser', 'Berners-Lee', 'Lamarr', 'McCarthy'];
-const COMPANY = ['Acme Logistics Ltd', 'Globex Corporation', 'Initech Software', 'Umbrella Pharma', 'Stark Industries', 'Wayne Enterprises', 'Hooli Cloud Services', 'Vandelay Import Export'];
+const FIRST = [
+  'Ada',
+  'Alan',
+  'Grace',
+  'Linus',
+  'Barbara',
+  'Ken',
+  'Margaret',
+  'Dennis',
+  'Frances',
+  'Edsger',
+  'Radia',
+  'Donald',
+  'Shafi',
+  'Tim',
+  'Hedy',
+  'John',
+];
+const LAST = [
+  'Lovelace',
+  'Turing',
+  'Hopper',
+  'Torvalds',
+  'Liskov',
+  'Thompson',
+  'Hamilton',
+  'Ritchie',
+  'Allen',
+  'Dijkstra',
+  'Perlman',
+  'Knuth',
+  'Goldwasser',
+  'Berners-Lee',
+  'Lamarr',
+  'McCarthy',
+];
+const COMPANY = [
+  'Acme Logistics Ltd',
+  'Globex Corporation',
+  'Initech Software',
+  'Umbrella Pharma',
+  'Stark Industries',
+  'Wayne Enterprises',
+  'Hooli Cloud Services',
+  'Vandelay Import Export',
+];
 // Cells with a comma or a quote exercise CSV quoting on both loaders.
 const CITY = ['Amsterdam', 'Berlin', '"Paris, FR"', 'Lisbon', 'Oslo', '"Portland ""Rose City"""', 'Kyoto', 'Nairobi'];
 const CITY_VALUE = ['Amsterdam', 'Berlin', 'Paris, FR', 'Lisbon', 'Oslo', 'Portland "Rose City"', 'Kyoto', 'Nairobi'];
 const TAGS = ['newsletter', 'promo', 'vip-club', 'weekly', 'beta', 'events', 'partner', 'webinar'];
-const BOOL_TEXT: [string, boolean][] = [['true', true], ['false', false], ['yes', true], ['no', false], ['1', true], ['0', false], ['TRUE', true], ['No', false]];
+const BOOL_TEXT: [string, boolean][] = [
+  ['true', true],
+  ['false', false],
+  ['yes', true],
+  ['no', false],
+  ['1', true],
+  ['0', false],
+  ['TRUE', true],
+  ['No', false],
+];
 
 /** A 32-bit integer hash of (i, salt): cheap, stateless, well mixed. */
 export function hash(i: number, salt: number): number {
@@ -71,7 +123,8 @@ export function dupTarget(i: number): number {
 }
 
 export function normalEmail(i: number): string {
-  return `${FIRST[hash(i, 3) % 16]}.${LAST[hash(i, 4) % 16]}.${i.toString(36)}@mailbox${hash(i, 5) % 50}.benchmark-example.com`.toLowerCase();
+  const local = `${FIRST[hash(i, 3) % 16]}.${LAST[hash(i, 4) % 16]}.${i.toString(36)}`;
+  return `${local}@mailbox${hash(i, 5) % 50}.benchmark-example.com`.toLowerCase();
 }
 
 export const md5Hex = (email: string) => createHash('md5').update(email.trim().toLowerCase()).digest('hex');
@@ -99,7 +152,8 @@ function attributesOf(i: number, variant: number): { cells: string[]; values: Re
   const company = pick(COMPANY, i, 12, v);
   const cityIdx = (hash(i, 13) + v * 3) % CITY.length;
   const altEmpty = !v && hash(i, 14) % 10 === 0;
-  const alt = `${first}.${last}${hash(i, 15) % 1000}@${v ? 'secondary' : 'alternate'}${hash(i, 16) % 13}.benchmark-example.org`.toLowerCase();
+  const altDomain = `${v ? 'secondary' : 'alternate'}${hash(i, 16) % 13}.benchmark-example.org`;
+  const alt = `${first}.${last}${hash(i, 15) % 1000}@${altDomain}`.toLowerCase();
   const age = 18 + (hash(i, 17) % 70) + v;
   const score = (hash(i, 18) % 100_000) / 100 + v * 1.5;
   const [vipText, vipA] = BOOL_TEXT[hash(i, 19) % BOOL_TEXT.length]!;
@@ -116,8 +170,17 @@ function attributesOf(i: number, variant: number): { cells: string[]; values: Re
   values.tags = tags;
   if (interests.length) values.interests = interests;
   const cells = [
-    first, last, company, CITY[cityIdx]!, altEmpty ? '' : alt, String(age), score.toFixed(2),
-    v ? String(!vipA) : vipText, optEmpty ? '' : v ? (optA ? 'no' : 'yes') : optText, tags.join(';'), interests.join(';'),
+    first,
+    last,
+    company,
+    CITY[cityIdx]!,
+    altEmpty ? '' : alt,
+    String(age),
+    score.toFixed(2),
+    v ? String(!vipA) : vipText,
+    optEmpty ? '' : v ? (optA ? 'no' : 'yes') : optText,
+    tags.join(';'),
+    interests.join(';'),
   ];
   return { cells, values };
 }
@@ -141,12 +204,23 @@ export function rowAt(i: number, variant: number): Row {
     const bad = `bad.${i.toString(36)}@malformed.example.com`;
     const cells = [bad, brandCell, ...attrCells];
     switch (hash(i, 50) % 6) {
-      case 0: cells[0] = `not-an-email-${i}.example.com`; break;
-      case 1: cells[0] = ''; break;
-      case 2: cells[2] = LONG; break; // first_name over 255 characters
-      case 3: cells[7] = 'forty-two'; break; // age is not a number
-      case 4: cells[9] = 'maybe'; break; // vip is not a boolean
-      default: cells[1] = `No Such Brand ${i % 7}`; // matches no brand
+      case 0:
+        cells[0] = `not-an-email-${i}.example.com`;
+        break;
+      case 1:
+        cells[0] = '';
+        break;
+      case 2:
+        cells[2] = LONG;
+        break; // first_name over 255 characters
+      case 3:
+        cells[7] = 'forty-two';
+        break; // age is not a number
+      case 4:
+        cells[9] = 'maybe';
+        break; // vip is not a boolean
+      default:
+        cells[1] = `No Such Brand ${i % 7}`; // matches no brand
     }
     return { kind, cells, email: '', brands: [], attributes: {} };
   }
@@ -163,7 +237,8 @@ export function rowAt(i: number, variant: number): Row {
 /** The last row of the file carrying normal row j's email: j itself or its last duplicate. */
 export function lastRowFor(j: number, rows: number): number {
   let last = j;
-  for (let i = j + 1; i < Math.min(rows, j + 1200); i++) if (baseKind(i) === 'duplicate' && dupTarget(i) === j) last = i;
+  for (let i = j + 1; i < Math.min(rows, j + 1200); i++)
+    if (baseKind(i) === 'duplicate' && dupTarget(i) === j) last = i;
   return last;
 }
 

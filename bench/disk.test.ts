@@ -8,7 +8,7 @@ import { checkDiskSpace, neededBytes } from './disk';
 const dir = join(tmpdir(), `bench-disk-${process.pid}`);
 afterAll(() => rm(dir, { recursive: true, force: true }));
 
-test('the peak: 12 × the file and the WAL with import B, 7.5 × with A alone, plus the files still to generate', async () => {
+test('the peak: 12 × the file and the WAL with import B, 7.5 × with A alone, plus the files to generate', async () => {
   await mkdir(dir, { recursive: true });
   const a = join(dir, 'a.csv');
   const b = join(dir, 'b.csv');
@@ -18,7 +18,9 @@ test('the peak: 12 × the file and the WAL with import B, 7.5 × with A alone, p
   expect(neededBytes({ dataDir: dir, rows, files: [a, b], importA: true, importB: true })).toBe(file + 12 * file + 8e9);
   expect(neededBytes({ dataDir: dir, rows, files: [a], importA: true, importB: false })).toBe(7.5 * file + 8e9);
   // A small run writes less WAL than max_wal_size lets it keep.
-  expect(neededBytes({ dataDir: dir, rows: 1_000_000, files: [a], importA: true, importB: false })).toBe(7.5 * 200e6 + 700e6);
+  expect(neededBytes({ dataDir: dir, rows: 1_000_000, files: [a], importA: true, importB: false })).toBe(
+    7.5 * 200e6 + 700e6,
+  );
   expect(neededBytes({ dataDir: dir, rows, files: [a], importA: false, importB: false })).toBe(0);
 });
 
@@ -26,7 +28,9 @@ test('a run that cannot fit stops before it starts, saying how much it needs and
   await mkdir(dir, { recursive: true });
   const logged: string[] = [];
   const huge = { dataDir: dir, rows: 1e12, files: [join(dir, 'missing.csv')], importA: true, importB: true };
-  await expect(checkDiskSpace(huge, (m) => logged.push(m))).rejects.toThrow(/not enough disk space in .*: this run needs about [\d.]+ GB .* and [\d.]+ GB are free\. .*--rows N/);
+  await expect(checkDiskSpace(huge, (m) => logged.push(m))).rejects.toThrow(
+    /not enough disk space in .*: this run needs about [\d.]+ GB .* and [\d.]+ GB are free\. .*--rows N/,
+  );
   await checkDiskSpace({ dataDir: dir, rows: 1000, files: [], importA: false, importB: false }, (m) => logged.push(m));
   expect(logged.at(-1)).toMatch(/needs about 0\.0 GB free/);
 });

@@ -49,7 +49,8 @@ export async function checkDiskSpace(plan: DiskPlan, log: (m: string) => void): 
   if (free < need) {
     throw new Error(
       `not enough disk space in ${plan.dataDir}: this run needs about ${gb(need)} at its peak (generated files, ` +
-        `staged rows, the dedupe sort, contacts, WAL) and ${gb(free)} are free. Free some space, or run fewer rows (--rows N).`,
+        `staged rows, the dedupe sort, contacts, WAL) and ${gb(free)} are free. ` +
+        'Free some space, or run fewer rows (--rows N).',
     );
   }
 }

@@ -27,8 +27,17 @@ export interface FileMeta {
 }
 
 async function cached(path: string, rows: number, variant: number): Promise<FileMeta | undefined> {
-  const meta = (await Bun.file(`${path}.meta.json`).json().catch(() => undefined)) as FileMeta | undefined;
-  if (!meta || meta.version !== GENERATOR_VERSION || meta.rows !== rows || meta.variant !== variant || !existsSync(path)) return undefined;
+  const meta = (await Bun.file(`${path}.meta.json`)
+    .json()
+    .catch(() => undefined)) as FileMeta | undefined;
+  if (
+    !meta ||
+    meta.version !== GENERATOR_VERSION ||
+    meta.rows !== rows ||
+    meta.variant !== variant ||
+    !existsSync(path)
+  )
+    return undefined;
   return (await stat(path)).size === meta.bytes ? meta : undefined;
 }
 
@@ -66,7 +75,8 @@ export async function generateCsv(path: string, rows: number, variant: number, l
   await writer.end();
   progress.done();
   const meta: FileMeta = { version: GENERATOR_VERSION, path, rows, variant, bytes, ...counts };
-  if ((await stat(tmp)).size !== bytes) throw new Error(`generator wrote ${(await stat(tmp)).size} bytes, expected ${bytes}`);
+  if ((await stat(tmp)).size !== bytes)
+    throw new Error(`generator wrote ${(await stat(tmp)).size} bytes, expected ${bytes}`);
   await rename(tmp, path);
   await Bun.write(`${path}.meta.json`, JSON.stringify(meta, null, 2));
   return meta;
@@ -75,10 +85,20 @@ export async function generateCsv(path: string, rows: number, variant: number, l
 if (import.meta.main) {
   const arg = (name: string, fallback: string) => {
     const at = process.argv.indexOf(`--${name}`);
-    return at > 0 ? process.argv[at + 1] ?? fallback : fallback;
+    return at > 0 ? (process.argv[at + 1] ?? fallback) : fallback;
   };
   const started = performance.now();
-  const meta = await generateCsv(arg('out', '/tmp/bench-contacts.csv'), Number(arg('rows', '1000')), Number(arg('variant', '0')));
+  const meta = await generateCsv(
+    arg('out', '/tmp/bench-contacts.csv'),
+    Number(arg('rows', '1000')),
+    Number(arg('variant', '0')),
+  );
   const secs = (performance.now() - started) / 1000;
-  console.log(JSON.stringify({ ...meta, seconds: Number(secs.toFixed(2)), bytesPerRow: Number((meta.bytes / meta.rows).toFixed(1)) }));
+  console.log(
+    JSON.stringify({
+      ...meta,
+      seconds: Number(secs.toFixed(2)),
+      bytesPerRow: Number((meta.bytes / meta.rows).toFixed(1)),
+    }),
+  );
 }

@@ -32,14 +32,24 @@ function requestAt(s: Scenario, n: number, pool: readonly PoolContact[], tag: st
   const c = pool[n % pool.length]!;
   if (s === 'GET') return { method: 'GET', path: `/v1/contacts/${c.md5}` };
   if (s === 'POST') {
-    const body = { email: `load-${tag}-${n}@post.benchmark-example.com`, attributes: { first_name: 'Load', city: 'Load City', tags: ['load', 'bench'] } };
+    const body = {
+      email: `load-${tag}-${n}@post.benchmark-example.com`,
+      attributes: { first_name: 'Load', city: 'Load City', tags: ['load', 'bench'] },
+    };
     return { method: 'POST', path: '/v1/contacts', body: JSON.stringify(body) };
   }
   const body = { attributes: { first_name: `Patched ${tag} ${n}`, city: 'Patch City', tags: ['patched'] } };
   return { method: 'PATCH', path: `/v1/contacts/${c.md5}`, body: JSON.stringify(body) };
 }
 
-async function load(t: HttpTarget, s: Scenario, pool: readonly PoolContact[], tag: string, connections: number, seconds: number) {
+async function load(
+  t: HttpTarget,
+  s: Scenario,
+  pool: readonly PoolContact[],
+  tag: string,
+  connections: number,
+  seconds: number,
+) {
   let n = 0;
   return autocannon({
     url: t.baseUrl,
@@ -53,7 +63,11 @@ async function load(t: HttpTarget, s: Scenario, pool: readonly PoolContact[], ta
 /** One request through fetch whose answer is checked, so a load run cannot measure error pages. */
 async function preflight(t: HttpTarget, s: Scenario, pool: readonly PoolContact[], tag: string): Promise<void> {
   const r = requestAt(s, 0, pool, tag);
-  const res = await fetch(`${t.baseUrl}${r.path}`, { method: r.method, body: r.body, headers: { ...t.headers, 'content-type': 'application/json' } });
+  const res = await fetch(`${t.baseUrl}${r.path}`, {
+    method: r.method,
+    body: r.body,
+    headers: { ...t.headers, 'content-type': 'application/json' },
+  });
   const text = await res.text();
   const body = JSON.parse(text || '{}') as { email?: string; emailMd5?: string; attributes?: Record<string, unknown> };
   const want = s === 'POST' ? 201 : 200;
@@ -66,19 +80,30 @@ async function preflight(t: HttpTarget, s: Scenario, pool: readonly PoolContact[
 }
 
 /** The end state the 2xx answers promise: POSTed contacts exist, PATCHed contacts carry the value. */
-async function verify(sql: Sql, accountId: string, s: Scenario, tag: string, ok2xx: number, pool: readonly PoolContact[], connections: number) {
+async function verify(
+  sql: Sql,
+  accountId: string,
+  s: Scenario,
+  tag: string,
+  ok2xx: number,
+  pool: readonly PoolContact[],
+  connections: number,
+) {
   if (s === 'POST') {
     const [{ n } = { n: 0 }] = await sql<{ n: number }[]>`
       select count(*)::int as n from contacts where account_id = ${accountId} and email like ${`load-${tag}-%`}`;
     // Requests in flight when the clock stopped may have committed without being counted.
-    if (n < ok2xx || n > ok2xx + connections) throw new Error(`POST ${tag}: ${ok2xx} answered 2xx but ${n} contacts were created`);
+    if (n < ok2xx || n > ok2xx + connections)
+      throw new Error(`POST ${tag}: ${ok2xx} answered 2xx but ${n} contacts were created`);
   } else if (s === 'PATCH') {
     const md5s = pool.map((c) => c.md5.replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, '$1-$2-$3-$4-$5'));
     const [{ n } = { n: 0 }] = await sql<{ n: number }[]>`
       select count(*)::int as n from contacts
-      where account_id = ${accountId} and email_md5 = any(${sql.array(md5s)}::uuid[]) and attributes->>'first_name' like ${`Patched ${tag} %`}`;
+      where account_id = ${accountId} and email_md5 = any(${sql.array(md5s)}::uuid[])
+        and attributes->>'first_name' like ${`Patched ${tag} %`}`;
     const expected = Math.min(pool.length, ok2xx) - connections;
-    if (n < expected) throw new Error(`PATCH ${tag}: ${ok2xx} answered 2xx but only ${n} contacts carry the patched value`);
+    if (n < expected)
+      throw new Error(`PATCH ${tag}: ${ok2xx} answered 2xx but only ${n} contacts carry the patched value`);
   }
 }
 
@@ -102,12 +127,26 @@ export async function runHttp(
       log(`[http] ${s} ${t.name}: ${opts.connections} connections for ${opts.seconds}s`);
       const r = await load(t, s, pool, tag, opts.connections, opts.seconds);
       const reqPerSec = r['2xx'] / r.duration;
-      const row: HttpRow = { scenario: s, target: t.name, reqPerSec, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx, errors: r.errors + r.timeouts };
+      const row: HttpRow = {
+        scenario: s,
+        target: t.name,
+        reqPerSec,
+        p50: r.latency.p50,
+        p99: r.latency.p99,
+        non2xx: r.non2xx,
+        errors: r.errors + r.timeouts,
+      };
       if (t.name === 'baseline') baselineRps = reqPerSec;
       else Object.assign(row, { ratio: reqPerSec / baselineRps, minRatio: MIN_RATIO[s] });
       rows.push(row);
-      log(`[http] ${s} ${t.name}: ${Math.round(reqPerSec)} req/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, non-2xx ${r.non2xx}`);
-      if (r.non2xx > 0 || r.errors > 0) throw new Error(`${t.name} ${s}: ${r.non2xx} non-2xx answers (${JSON.stringify(r.statusCodeStats)}), ${r.errors} errors`);
+      log(
+        `[http] ${s} ${t.name}: ${Math.round(reqPerSec)} req/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, ` +
+          `non-2xx ${r.non2xx}`,
+      );
+      if (r.non2xx > 0 || r.errors > 0)
+        throw new Error(
+          `${t.name} ${s}: ${r.non2xx} non-2xx answers (${JSON.stringify(r.statusCodeStats)}), ${r.errors} errors`,
+        );
       await verify(sql, accountId, s, tag, r['2xx'], pool, opts.connections);
     }
   }

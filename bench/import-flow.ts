@@ -58,7 +58,14 @@ function batchStats(moves: { at: number; checkpoint: number }[]): ImportRun['mer
   });
   if (per100k.length === 0) return undefined;
   const sorted = [...per100k].sort((a, b) => a - b);
-  return { count: per100k.length, min: sorted[0]!, median: sorted[Math.floor(sorted.length / 2)]!, max: sorted.at(-1)!, first: per100k[0]!, last: per100k.at(-1)! };
+  return {
+    count: per100k.length,
+    min: sorted[0]!,
+    median: sorted[Math.floor(sorted.length / 2)]!,
+    max: sorted.at(-1)!,
+    first: per100k[0]!,
+    last: per100k.at(-1)!,
+  };
 }
 
 export interface ImportOptions {
@@ -67,7 +74,13 @@ export interface ImportOptions {
   timeoutSeconds: number;
 }
 
-async function api<T>(baseUrl: string, key: string, method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+async function api<T>(
+  baseUrl: string,
+  key: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: T }> {
   const res = await fetch(`${baseUrl}${path}`, {
     method,
     headers: { authorization: `Bearer ${key}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
@@ -90,7 +103,10 @@ async function upload(url: string, file: FileMeta, label: string): Promise<void>
   });
   const u = new URL(url);
   const request = u.protocol === 'https:' ? httpsRequest : httpRequest;
-  const req = request(u, { method: 'PUT', headers: { 'content-type': 'text/csv', 'content-length': String(file.bytes) } });
+  const req = request(u, {
+    method: 'PUT',
+    headers: { 'content-type': 'text/csv', 'content-length': String(file.bytes) },
+  });
   const answered = new Promise<{ status: number; text: string }>((resolve, reject) => {
     req.once('response', (res) => {
       let text = '';
@@ -114,11 +130,18 @@ export async function runImportFlow(
   label: string,
   opts: ImportOptions,
 ): Promise<ImportRun> {
-  const created = await api<{ id: string; uploadUrl: string }>(ctx.baseUrl, account.key, 'POST', '/v1/contact-imports', {
-    columns: COLUMNS,
-    duplicateContactStrategy: opts.strategy,
-  });
-  if (created.status !== 201) throw new Error(`${label}: create import answered ${created.status} ${JSON.stringify(created.body)}`);
+  const created = await api<{ id: string; uploadUrl: string }>(
+    ctx.baseUrl,
+    account.key,
+    'POST',
+    '/v1/contact-imports',
+    {
+      columns: COLUMNS,
+      duplicateContactStrategy: opts.strategy,
+    },
+  );
+  if (created.status !== 201)
+    throw new Error(`${label}: create import answered ${created.status} ${JSON.stringify(created.body)}`);
   const { id, uploadUrl } = created.body;
   const rssReset = await resetPeakRss(ctx.workerPid);
 
@@ -136,7 +159,9 @@ export async function runImportFlow(
   let lastCheckpoint = -1;
   for (;;) {
     // The phase column is sampled often (cheap, direct SQL); the API is polled like a client would.
-    const [row] = await ctx.sql<{ status: string; phase: string | null; checkpoint: number; row_count: number | null }[]>`
+    const [row] = await ctx.sql<
+      { status: string; phase: string | null; checkpoint: number; row_count: number | null }[]
+    >`
       select status, phase, checkpoint, row_count from contact_imports where account_id = ${account.id} and id = ${id}`;
     const phase = row?.status === 'importing' ? (row.phase ?? 'starting') : (row?.status ?? 'missing');
     if (phases.at(-1)?.phase !== phase) phases.push({ phase, at: performance.now() });
@@ -152,7 +177,8 @@ export async function runImportFlow(
     if (performance.now() - lastGet >= opts.pollMs || row?.status === 'success' || row?.status === 'failed') {
       lastGet = performance.now();
       const got = await api<ImportView>(ctx.baseUrl, account.key, 'GET', `/v1/contact-imports/${id}`);
-      if (got.status !== 200) throw new Error(`${label}: GET import answered ${got.status} ${JSON.stringify(got.body)}`);
+      if (got.status !== 200)
+        throw new Error(`${label}: GET import answered ${got.status} ${JSON.stringify(got.body)}`);
       view = got.body;
       if (view.status === 'success' || view.status === 'failed') break;
       // percentComplete counts merged rows: during read, how far the worker is into the file says more.
@@ -160,7 +186,8 @@ export async function runImportFlow(
       const into = offset === undefined ? '' : ` (${Math.floor((100 * offset) / file.bytes)}% of the file read)`;
       progress.update(view.percentComplete ?? 0, `${view.status}${phase !== view.status ? ` / ${phase}` : ''}${into}`);
     }
-    if (performance.now() > deadline) throw new Error(`${label}: import ${id} not final after ${opts.timeoutSeconds} s (status ${view?.status})`);
+    if (performance.now() > deadline)
+      throw new Error(`${label}: import ${id} not final after ${opts.timeoutSeconds} s (status ${view?.status})`);
     await Bun.sleep(100);
   }
   const ended = performance.now();

@@ -23,10 +23,12 @@ function args() {
   const a = process.argv.slice(2);
   const get = (flag: string, fallback: string) => {
     const i = a.indexOf(flag);
-    return i === -1 ? fallback : a[i + 1] ?? fallback;
+    return i === -1 ? fallback : (a[i + 1] ?? fallback);
   };
   return {
-    rows: get('--rows', '1000000,5000000').split(',').map((n) => Number(n.replaceAll('_', ''))),
+    rows: get('--rows', '1000000,5000000')
+      .split(',')
+      .map((n) => Number(n.replaceAll('_', ''))),
     batch: Number(get('--batch', '100000')),
     dir: resolve(get('--dir', '.data/bench/memory')),
   };
@@ -40,7 +42,8 @@ async function generate(path: string, rows: number): Promise<number> {
   w.write('Email,firstName,score,tags,Brand\n');
   let chunk = '';
   for (let i = 0; i < rows; i++) {
-    chunk += `user${i}@example${i % 97}.com,Name ${i % 5003},${i % 1000}.5,t${i % 7};t${i % 11},${i % 3 === 0 ? 'alpha' : 'beta'}\n`;
+    const tags = `t${i % 7};t${i % 11}`;
+    chunk += `user${i}@example${i % 97}.com,Name ${i % 5003},${i % 1000}.5,${tags},${i % 3 === 0 ? 'alpha' : 'beta'}\n`;
     if (chunk.length > 1 << 22) {
       w.write(chunk);
       await w.flush();
@@ -77,22 +80,53 @@ try {
     const path = join(opts.dir, `memory-${rows}.csv`);
     const bytes = await generate(path, rows);
     const accountId = await account(db.sql);
-    const importId = await stageImport(db.sql, files.store, accountId, { path }, { columns: ['Email', 'firstName', 'score', 'tags', 'Brand'] });
-    const child = Bun.spawn([process.execPath, join(import.meta.dir, '../test/helpers/run-import.ts'), db.url, files.dir, accountId, importId, String(opts.batch)], {
-      stdout: 'pipe',
-      stderr: 'ignore',
-    });
+    const importId = await stageImport(
+      db.sql,
+      files.store,
+      accountId,
+      { path },
+      { columns: ['Email', 'firstName', 'score', 'tags', 'Brand'] },
+    );
+    const child = Bun.spawn(
+      [
+        process.execPath,
+        join(import.meta.dir, '../test/helpers/run-import.ts'),
+        db.url,
+        files.dir,
+        accountId,
+        importId,
+        String(opts.batch),
+      ],
+      {
+        stdout: 'pipe',
+        stderr: 'ignore',
+      },
+    );
     const out = await new Response(child.stdout).text();
     const code = await child.exited;
-    const report = JSON.parse(out.trim().split('\n').pop() ?? '{}') as { ok: boolean; maxRssKb: number; vmHwmKb: number; ms: number };
+    const report = JSON.parse(out.trim().split('\n').pop() ?? '{}') as {
+      ok: boolean;
+      maxRssKb: number;
+      vmHwmKb: number;
+      ms: number;
+    };
     const row = await importRow(db.sql, accountId, importId);
     if (code !== 0 || row.status !== 'success' || row.addedCount !== rows) {
       console.error(`import of ${rows} rows did not succeed: exit ${code}, ${JSON.stringify(row)}`);
       failed = true;
     }
     const peakKb = Number.isFinite(report.vmHwmKb) ? report.vmHwmKb : report.maxRssKb;
-    results.push({ rows, fileMb: Math.round(bytes / 1e6), peakRssMb: Math.round(peakKb / 1024), seconds: report.ms / 1000, rowsPerSecond: Math.round(rows / (report.ms / 1000)) });
-    console.error(`${rows} rows (${Math.round(bytes / 1e6)} MB): peak RSS ${Math.round(peakKb / 1024)} MB, ${(report.ms / 1000).toFixed(1)} s`);
+    results.push({
+      rows,
+      fileMb: Math.round(bytes / 1e6),
+      peakRssMb: Math.round(peakKb / 1024),
+      seconds: report.ms / 1000,
+      rowsPerSecond: Math.round(rows / (report.ms / 1000)),
+    });
+    console.error(
+      `${rows} rows (${Math.round(bytes / 1e6)} MB): peak RSS ${Math.round(peakKb / 1024)} MB, ` +
+        `${(report.ms / 1000).toFixed(1)} s`,
+    );
     await db.sql`delete from contacts where account_id = ${accountId}`;
   }
 } finally {

@@ -25,7 +25,16 @@ const DEFAULT_STEPS: Step[] = ['l1', 'a', 'b', 'http'];
 type Step = (typeof STEPS)[number];
 
 function parseArgs(argv: string[]) {
-  const opts = { rows: 25_000_000, duration: 10, warmup: 2, connections: 64, samples: 200, pollMs: 1000, steps: DEFAULT_STEPS, strict: false };
+  const opts = {
+    rows: 25_000_000,
+    duration: 10,
+    warmup: 2,
+    connections: 64,
+    samples: 200,
+    pollMs: 1000,
+    steps: DEFAULT_STEPS,
+    strict: false,
+  };
   for (let k = 0; k < argv.length; k++) {
     const flag = argv[k]!;
     const value = () => {
@@ -46,16 +55,22 @@ function parseArgs(argv: string[]) {
     else if (flag === '--poll-ms') opts.pollMs = num(100);
     else if (flag === '--strict') opts.strict = true;
     else if (flag === '--steps') {
-      const steps = value().split(',').map((s) => s.trim()) as Step[];
+      const steps = value()
+        .split(',')
+        .map((s) => s.trim()) as Step[];
       const bad = steps.find((s) => !STEPS.includes(s));
       if (bad) throw new Error(`--steps takes ${STEPS.join(',')}; got "${bad}"`);
       opts.steps = steps;
     } else if (flag === '--help' || flag === '-h') {
-      console.error('usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--connections C] [--samples K] [--poll-ms MS] [--steps l1,a,b,http,profile] [--strict]');
+      console.error(
+        'usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--connections C] [--samples K] ' +
+          '[--poll-ms MS] [--steps l1,a,b,http,profile] [--strict]',
+      );
       process.exit(2);
     } else throw new Error(`unknown flag ${flag} (see --help)`);
   }
-  if (opts.steps.includes('b') && !opts.steps.includes('a')) throw new Error('step b updates the contacts of step a: add a');
+  if (opts.steps.includes('b') && !opts.steps.includes('a'))
+    throw new Error('step b updates the contacts of step a: add a');
   return opts;
 }
 
@@ -70,7 +85,9 @@ async function main(): Promise<number> {
   onStop(() => infra.stop());
   const result: Record<string, unknown> = { runId, rows: opts.rows, options: opts };
   try {
-    const [{ server_version: pg } = { server_version: '?' }] = await infra.sql<{ server_version: string }[]>`show server_version`;
+    const [{ server_version: pg } = { server_version: '?' }] = await infra.sql<
+      { server_version: string }[]
+    >`show server_version`;
     result.machine = await describeMachine(pg);
     const dir = join(infra.config.dataDir, 'files');
     await mkdir(dir, { recursive: true });
@@ -78,7 +95,10 @@ async function main(): Promise<number> {
     // Only the embedded cluster keeps its data (and the uploaded objects) in the data directory.
     if (!infra.config.databaseUrl) {
       const files = has('b') ? [paths.a, paths.b] : [paths.a];
-      await checkDiskSpace({ dataDir: infra.config.dataDir, rows: opts.rows, files, importA: has('a'), importB: has('b') }, log);
+      await checkDiskSpace(
+        { dataDir: infra.config.dataDir, rows: opts.rows, files, importA: has('a'), importB: has('b') },
+        log,
+      );
     }
     const fileA = await generateCsv(paths.a, opts.rows, 0, log);
     const fileB = has('b') ? await generateCsv(paths.b, opts.rows, 1, log) : undefined;
@@ -100,14 +120,20 @@ async function main(): Promise<number> {
     const importOpts = { pollMs: opts.pollMs, timeoutSeconds: Math.max(600, Math.ceil(opts.rows / 2000)) };
     const imports: Record<string, ImportRun> = {};
     if (has('a')) {
-      const run = (imports.a = await runImportFlow(ctx, account, fileA, 'import A', { ...importOpts, strategy: 'overwrite' }));
+      const run = (imports.a = await runImportFlow(ctx, account, fileA, 'import A', {
+        ...importOpts,
+        strategy: 'overwrite',
+      }));
       checkCounts(run.view, fileA, 'import A', 'added');
       await checkContactCount(infra.sql, account.id, fileA.normal, 'import A');
       await checkSample(ctx, account, fileA, [0], opts.samples, 'import A');
       log(`[bench] import A verified: ${JSON.stringify(run.view)}`);
     }
     if (has('b') && fileB) {
-      const run = (imports.b = await runImportFlow(ctx, account, fileB, 'import B', { ...importOpts, strategy: 'overwrite' }));
+      const run = (imports.b = await runImportFlow(ctx, account, fileB, 'import B', {
+        ...importOpts,
+        strategy: 'overwrite',
+      }));
       checkCounts(run.view, fileB, 'import B', 'updated');
       await checkContactCount(infra.sql, account.id, fileB.normal, 'import B');
       await checkSample(ctx, account, fileB, [0, 1], opts.samples, 'import B');
@@ -120,10 +146,22 @@ async function main(): Promise<number> {
       const baseline = await startBaseline(infra, account);
       onStop(() => baseline.stop());
       const pool = await baseline.pool(has('a') ? fileA.rows : 0);
-      const httpOpts: HttpOptions = { connections: opts.connections, seconds: opts.duration, warmupSeconds: opts.warmup };
+      const httpOpts: HttpOptions = {
+        connections: opts.connections,
+        seconds: opts.duration,
+        warmupSeconds: opts.warmup,
+      };
       http = await runHttp(
-        { api: { name: 'api', baseUrl: service.baseUrl, headers: { authorization: `Bearer ${account.key}` } }, baseline: baseline.target },
-        pool, infra.sql, account.id, httpOpts, runId, log,
+        {
+          api: { name: 'api', baseUrl: service.baseUrl, headers: { authorization: `Bearer ${account.key}` } },
+          baseline: baseline.target,
+        },
+        pool,
+        infra.sql,
+        account.id,
+        httpOpts,
+        runId,
+        log,
       );
       result.http = http;
     }
@@ -131,21 +169,40 @@ async function main(): Promise<number> {
 
     const load: LoadRow[] = [];
     if (l1) load.push({ step: 'L1 COPY (baseline)', seconds: l1.seconds, rows: l1.rows, bytes: l1.bytes });
-    for (const [key, target] of [['a', 4], ['b', 6]] as const) {
+    for (const [key, target] of [
+      ['a', 4],
+      ['b', 6],
+    ] as const) {
       const run = imports[key];
       const file = key === 'a' ? fileA : fileB!;
-      if (run) load.push({ step: `import ${key.toUpperCase()}`, seconds: run.seconds, rows: file.rows, bytes: file.bytes, ratioToL1: l1 ? run.seconds / l1.seconds : undefined, target, workerPeakRssMb: run.workerPeakRssMb });
+      if (run)
+        load.push({
+          step: `import ${key.toUpperCase()}`,
+          seconds: run.seconds,
+          rows: file.rows,
+          bytes: file.bytes,
+          ratioToL1: l1 ? run.seconds / l1.seconds : undefined,
+          target,
+          workerPeakRssMb: run.workerPeakRssMb,
+        });
     }
     const targets: Target[] = evaluateTargets(load, http);
     result.targets = targets;
-    console.log(`\nBenchmark ${runId}: ${opts.rows.toLocaleString('en-US')} rows (${(fileA.bytes / 1e9).toFixed(2)} GB), ${JSON.stringify(result.machine)}\n`);
+    console.log(
+      `\nBenchmark ${runId}: ${opts.rows.toLocaleString('en-US')} rows (${(fileA.bytes / 1e9).toFixed(2)} GB), ` +
+        `${JSON.stringify(result.machine)}\n`,
+    );
     if (load.length) console.log(`${loadTable(load)}\n`);
-    for (const [key, run] of Object.entries(imports)) console.log(`import ${key.toUpperCase()} phases: ${phaseTable(run)}\n`);
+    for (const [key, run] of Object.entries(imports))
+      console.log(`import ${key.toUpperCase()} phases: ${phaseTable(run)}\n`);
     if (profile) console.log(`read phase, component passes over file A: ${readProfileLine(profile)}\n`);
     if (http.length) console.log(`${httpTable(http)}\n`);
     for (const t of targets) console.log(`${t.pass ? 'PASS' : 'MISS'}  ${t.name}: ${t.value} (target ${t.target})`);
     result.verification = 'passed';
-    const checked = [Object.keys(imports).length && `import counts, contact totals, ${opts.samples} sampled contacts per import`, http.length && 'HTTP answers and end states'];
+    const checked = [
+      Object.keys(imports).length && `import counts, contact totals, ${opts.samples} sampled contacts per import`,
+      http.length && 'HTTP answers and end states',
+    ];
     console.log(`\nverification: passed (${checked.filter(Boolean).join('; ') || 'L1 row count'})`);
     console.log(`results: ${await writeResults(join(import.meta.dir, 'results'), result)}`);
     return opts.strict && targets.some((t) => !t.pass) ? 1 : 0;

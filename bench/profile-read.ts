@@ -22,7 +22,11 @@ export interface ReadProfile {
   md5Ns: number;
 }
 
-const COLUMNS: Column[] = [{ name: 'Email', type: 'identity' }, { name: 'Brand', type: 'brand' }, ...ATTRIBUTES.map((a) => ({ name: a.name, type: a.type }))];
+const COLUMNS: Column[] = [
+  { name: 'Email', type: 'identity' },
+  { name: 'Brand', type: 'brand' },
+  ...ATTRIBUTES.map((a) => ({ name: a.name, type: a.type })),
+];
 const open = (path: string) => createReadStream(path, { highWaterMark: 1 << 20 });
 
 async function timed(fn: () => Promise<number>): Promise<{ seconds: number; n: number }> {
@@ -32,7 +36,11 @@ async function timed(fn: () => Promise<number>): Promise<{ seconds: number; n: n
 }
 
 /** Parses the file and hands every data row (after the header) to `each`. */
-async function parseRows(path: string, each: (cells: string[], rowNo: number) => void, onChunk?: (text: ReturnType<typeof utf8Text>) => void): Promise<number> {
+async function parseRows(
+  path: string,
+  each: (cells: string[], rowNo: number) => void,
+  onChunk?: (text: ReturnType<typeof utf8Text>) => void,
+): Promise<number> {
   const text = utf8Text(open(path));
   let rowNo = -1;
   await parseCsv(text, (rows) => {
@@ -79,15 +87,22 @@ export async function profileRead(sql: Sql, path: string, log: (m: string) => vo
     await conn.unsafe(rowsTableDdl(table));
     await pass('+ COPY to staging (= read phase)', async () => {
       const sink = new CopySink(conn, table, 100_000);
-      await parseRows(path, (cells, rowNo) => {
-        const line = reader.line(rowNo, cells);
-        if (line !== undefined) sink.add(line);
-      }, (text) => {
-        if (!sink.ready) {
-          text.pause();
-          sink.whenReady().then(() => text.resume(), (e) => text.destroy(e));
-        }
-      });
+      await parseRows(
+        path,
+        (cells, rowNo) => {
+          const line = reader.line(rowNo, cells);
+          if (line !== undefined) sink.add(line);
+        },
+        (text) => {
+          if (!sink.ready) {
+            text.pause();
+            sink.whenReady().then(
+              () => text.resume(),
+              (e) => text.destroy(e),
+            );
+          }
+        },
+      );
       await sink.close();
       return sink.rows;
     });

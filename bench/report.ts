@@ -11,7 +11,11 @@ export class Progress {
   private lastPct = -1;
   private lastAt = 0;
   private readonly started = performance.now();
-  constructor(private readonly label: string, private readonly total: number, private readonly unit: string) {}
+  constructor(
+    private readonly label: string,
+    private readonly total: number,
+    private readonly unit: string,
+  ) {}
 
   update(done: number, note = ''): void {
     const pct = this.total > 0 ? Math.floor((done / this.total) * 100) : 0;
@@ -20,7 +24,9 @@ export class Progress {
     this.lastPct = pct;
     this.lastAt = now;
     const secs = ((now - this.started) / 1000).toFixed(1);
-    console.error(`[${this.label}] ${pct}% (${fmtInt(done)}/${fmtInt(this.total)} ${this.unit}, ${secs}s)${note ? ` ${note}` : ''}`);
+    console.error(
+      `[${this.label}] ${pct}% (${fmtInt(done)}/${fmtInt(this.total)} ${this.unit}, ${secs}s)${note ? ` ${note}` : ''}`,
+    );
   }
 
   done(note = ''): void {
@@ -60,7 +66,8 @@ export interface HttpRow {
 
 function table(head: string[], rows: string[][]): string {
   const widths = head.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c]!.length)));
-  const line = (cells: string[]) => cells.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ');
+  const line = (cells: string[]) =>
+    cells.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ');
   return [line(head), widths.map((w) => '-'.repeat(w)).join('  '), ...rows.map(line)].join('\n');
 }
 
@@ -68,8 +75,14 @@ export function loadTable(rows: LoadRow[]): string {
   return table(
     ['step', 'rows', 'seconds', 'rows/s', 'MB/s', 'x L1', 'target', 'worker peak RSS MB'],
     rows.map((r) => [
-      r.step, fmtInt(r.rows), fix(r.seconds, 2), fmtInt(r.rows / r.seconds), fix(r.bytes / 1e6 / r.seconds, 1),
-      fix(r.ratioToL1, 2), r.target === undefined ? '-' : `<= ${r.target}`, fix(r.workerPeakRssMb, 0),
+      r.step,
+      fmtInt(r.rows),
+      fix(r.seconds, 2),
+      fmtInt(r.rows / r.seconds),
+      fix(r.bytes / 1e6 / r.seconds, 1),
+      fix(r.ratioToL1, 2),
+      r.target === undefined ? '-' : `<= ${r.target}`,
+      fix(r.workerPeakRssMb, 0),
     ]),
   );
 }
@@ -78,8 +91,15 @@ export function httpTable(rows: HttpRow[]): string {
   return table(
     ['request', 'server', 'req/s', 'p50 ms', 'p99 ms', 'non-2xx', 'errors', 'x baseline', 'target'],
     rows.map((r) => [
-      r.scenario, r.target, fmtInt(r.reqPerSec), fix(r.p50, 1), fix(r.p99, 1), String(r.non2xx), String(r.errors),
-      fix(r.ratio, 2), r.minRatio === undefined ? '-' : `>= ${r.minRatio}`,
+      r.scenario,
+      r.target,
+      fmtInt(r.reqPerSec),
+      fix(r.p50, 1),
+      fix(r.p99, 1),
+      String(r.non2xx),
+      String(r.errors),
+      fix(r.ratio, 2),
+      r.minRatio === undefined ? '-' : `>= ${r.minRatio}`,
     ]),
   );
 }

@@ -42,7 +42,11 @@ export async function startInfra(log: (m: string) => void): Promise<Infra> {
     const logDir = join(config.dataDir, 'logs');
     await mkdir(logDir, { recursive: true });
     return {
-      config, databaseUrl: db.url, redisUrl: redis.url, sql, logDir,
+      config,
+      databaseUrl: db.url,
+      redisUrl: redis.url,
+      sql,
+      logDir,
       async stop() {
         await sql.end({ timeout: 5 }).catch(() => {});
         for (const s of started.reverse()) await s.stop().catch((e) => say(`stop failed: ${e}`));
@@ -80,10 +84,20 @@ export interface Child {
 const unexpected: string[] = [];
 export const childFailures = (): readonly string[] => unexpected;
 
-export function spawnChild(name: string, entry: string, env: Record<string, string | undefined>, logDir: string): Child {
+export function spawnChild(
+  name: string,
+  entry: string,
+  env: Record<string, string | undefined>,
+  logDir: string,
+): Child {
   const logFile = join(logDir, `${name}.log`);
   const fd = openSync(logFile, 'w');
-  const proc = Bun.spawn([process.execPath, entry], { env: { ...process.env, ...env }, stdin: 'ignore', stdout: fd, stderr: fd });
+  const proc = Bun.spawn([process.execPath, entry], {
+    env: { ...process.env, ...env },
+    stdin: 'ignore',
+    stdout: fd,
+    stderr: fd,
+  });
   closeSync(fd);
   const child: Child = { name, proc, logFile, stopping: false };
   void proc.exited.then((code) => {
@@ -103,8 +117,15 @@ export async function stopChild(child: Child): Promise<void> {
 
 export async function waitHealthy(baseUrl: string, child: Child, path = '/healthz'): Promise<void> {
   for (let i = 0; i < 600; i++) {
-    if (child.proc.exitCode !== null) throw new Error(`${child.name} exited (code ${child.proc.exitCode}) before answering; see ${child.logFile}`);
-    if (await fetch(`${baseUrl}${path}`).then((r) => r.ok, () => false)) return;
+    if (child.proc.exitCode !== null)
+      throw new Error(`${child.name} exited (code ${child.proc.exitCode}) before answering; see ${child.logFile}`);
+    if (
+      await fetch(`${baseUrl}${path}`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      return;
     await Bun.sleep(100);
   }
   throw new Error(`${child.name} did not answer ${path} within 60 s; see ${child.logFile}`);
@@ -122,12 +143,22 @@ export async function startService(infra: Infra): Promise<Service> {
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
   const env = {
-    DATABASE_URL: infra.databaseUrl, REDIS_URL: infra.redisUrl, DATA_DIR: infra.config.dataDir,
-    PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: baseUrl, MIGRATE_ON_START: 'false',
+    DATABASE_URL: infra.databaseUrl,
+    REDIS_URL: infra.redisUrl,
+    DATA_DIR: infra.config.dataDir,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    PUBLIC_URL: baseUrl,
+    MIGRATE_ON_START: 'false',
   };
   const api = spawnChild('api', 'src/index.ts', { ...env, APP_NAME: 'bench-api' }, infra.logDir);
   const worker = spawnChild('worker', 'worker/index.ts', { ...env, APP_NAME: 'bench-worker' }, infra.logDir);
-  const service = { baseUrl, api, worker, stop: async () => void (await Promise.all([stopChild(api), stopChild(worker)])) };
+  const service = {
+    baseUrl,
+    api,
+    worker,
+    stop: async () => void (await Promise.all([stopChild(api), stopChild(worker)])),
+  };
   try {
     await waitHealthy(baseUrl, api, '/readyz');
   } catch (e) {
@@ -163,5 +194,8 @@ export async function readOffset(pid: number, part: string): Promise<number | un
 
 /** Resets a process's peak RSS (Linux clear_refs "5"), so each import reports its own peak; false when not allowed. */
 export async function resetPeakRss(pid: number): Promise<boolean> {
-  return writeFile(`/proc/${pid}/clear_refs`, '5').then(() => true, () => false);
+  return writeFile(`/proc/${pid}/clear_refs`, '5').then(
+    () => true,
+    () => false,
+  );
 }

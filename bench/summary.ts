@@ -24,9 +24,16 @@ async function contactPool(sql: Sql, account: BenchAccount, rows: number): Promi
   if (rows === 0) {
     const records = idx.map((i) => {
       const r = rowAt(i, 0);
-      return { account_id: account.id, email_md5: toUuid(md5Hex(r.email)), email: r.email, attributes: r.attributes, first_source: 'import' };
+      return {
+        account_id: account.id,
+        email_md5: toUuid(md5Hex(r.email)),
+        email: r.email,
+        attributes: r.attributes,
+        first_source: 'import',
+      };
     });
-    for (let k = 0; k < records.length; k += 1000) await sql`insert into contacts ${sql(records.slice(k, k + 1000) as never)}`;
+    for (let k = 0; k < records.length; k += 1000)
+      await sql`insert into contacts ${sql(records.slice(k, k + 1000) as never)}`;
   }
   return pool;
 }
@@ -34,7 +41,12 @@ async function contactPool(sql: Sql, account: BenchAccount, rows: number): Promi
 export async function startBaseline(infra: Infra, account: BenchAccount) {
   const port = await freePort();
   const baseUrl = `http://127.0.0.1:${port}`;
-  const child = spawnChild('baseline', 'bench/baseline-server.ts', { DATABASE_URL: infra.databaseUrl, BASELINE_ACCOUNT_ID: account.id, PORT: String(port) }, infra.logDir);
+  const child = spawnChild(
+    'baseline',
+    'bench/baseline-server.ts',
+    { DATABASE_URL: infra.databaseUrl, BASELINE_ACCOUNT_ID: account.id, PORT: String(port) },
+    infra.logDir,
+  );
   try {
     await waitHealthy(baseUrl, child);
   } catch (e) {
@@ -56,18 +68,39 @@ export function evaluateTargets(load: LoadRow[], http: HttpRow[]): Target[] {
   const out: Target[] = [];
   for (const r of load) {
     if (r.ratioToL1 !== undefined && r.target !== undefined) {
-      out.push({ name: `${r.step} time vs L1`, value: `${r.ratioToL1.toFixed(2)} x`, target: `<= ${r.target} x`, pass: r.ratioToL1 <= r.target });
+      out.push({
+        name: `${r.step} time vs L1`,
+        value: `${r.ratioToL1.toFixed(2)} x`,
+        target: `<= ${r.target} x`,
+        pass: r.ratioToL1 <= r.target,
+      });
     }
     if (r.workerPeakRssMb !== undefined) {
-      out.push({ name: `${r.step} worker peak RSS`, value: `${r.workerPeakRssMb.toFixed(0)} MB`, target: '<= 256 MB', pass: r.workerPeakRssMb <= 256 });
+      out.push({
+        name: `${r.step} worker peak RSS`,
+        value: `${r.workerPeakRssMb.toFixed(0)} MB`,
+        target: '<= 256 MB',
+        pass: r.workerPeakRssMb <= 256,
+      });
     }
   }
   for (const r of http) {
     if (r.target !== 'api') continue;
     if (r.ratio !== undefined && r.minRatio !== undefined) {
-      out.push({ name: `${r.scenario} req/s vs baseline`, value: `${r.ratio.toFixed(2)} x`, target: `>= ${r.minRatio} x`, pass: r.ratio >= r.minRatio });
+      out.push({
+        name: `${r.scenario} req/s vs baseline`,
+        value: `${r.ratio.toFixed(2)} x`,
+        target: `>= ${r.minRatio} x`,
+        pass: r.ratio >= r.minRatio,
+      });
     }
-    if (r.scenario === 'GET') out.push({ name: 'GET p99 at the tested connections', value: `${r.p99} ms`, target: `< ${GET_P99_MS} ms`, pass: r.p99 < GET_P99_MS });
+    if (r.scenario === 'GET')
+      out.push({
+        name: 'GET p99 at the tested connections',
+        value: `${r.p99} ms`,
+        target: `< ${GET_P99_MS} ms`,
+        pass: r.p99 < GET_P99_MS,
+      });
   }
   return out;
 }
@@ -75,8 +108,13 @@ export function evaluateTargets(load: LoadRow[], http: HttpRow[]): Target[] {
 /** `uploaded 0.4s | read 12.1s (55%) | dedupe 2.0s (9%) | …` */
 export function phaseTable(run: ImportRun): string {
   const total = run.phases.reduce((s, p) => s + p.seconds, 0) || 1;
-  const phases = run.phases.map((p) => `${p.phase} ${p.seconds.toFixed(1)}s (${Math.round((p.seconds / total) * 100)}%)`).join(' | ');
+  const phases = run.phases
+    .map((p) => `${p.phase} ${p.seconds.toFixed(1)}s (${Math.round((p.seconds / total) * 100)}%)`)
+    .join(' | ');
   const b = run.mergeBatches;
   const f = (x: number) => x.toFixed(2);
-  return b ? `${phases}\n  merge seconds per 100k rows (${b.count} samples): first ${f(b.first)} / last ${f(b.last)} / min ${f(b.min)} / median ${f(b.median)} / max ${f(b.max)}` : phases;
+  return b
+    ? `${phases}\n  merge seconds per 100k rows (${b.count} samples): first ${f(b.first)} / last ${f(b.last)} / ` +
+        `min ${f(b.min)} / median ${f(b.median)} / max ${f(b.max)}`
+    : phases;
 }

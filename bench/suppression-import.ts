@@ -25,7 +25,11 @@ import { resolveDatabaseUrl } from '../src/embedded/urls';
 import { runManualSuppressionImport } from '../src/suppressions/bulk/manual-import';
 
 const { values: args } = parseArgs({
-  options: { lines: { type: 'string', default: '10000000' }, 'only-first': { type: 'boolean', default: false }, keep: { type: 'boolean', default: false } },
+  options: {
+    lines: { type: 'string', default: '10000000' },
+    'only-first': { type: 'boolean', default: false },
+    keep: { type: 'boolean', default: false },
+  },
 });
 const N = Number(args.lines);
 if (!Number.isInteger(N) || N < 200 || N % 200 !== 0) throw new Error('--lines must be a multiple of 200');
@@ -37,7 +41,10 @@ const digest = (i: number) => createHash('md5').update(`record-${i}`).digest('he
  * upper case. File 2, line i: record N/2 + i, all distinct.
  */
 const FILES = {
-  first: { path: `/tmp/suppression-bench-${N}.md5`, line: (i: number) => (i % 100 === 99 ? digest(i - 50).toUpperCase() : digest(i)) },
+  first: {
+    path: `/tmp/suppression-bench-${N}.md5`,
+    line: (i: number) => (i % 100 === 99 ? digest(i - 50).toUpperCase() : digest(i)),
+  },
   second: { path: `/tmp/suppression-bench-${N}-second.md5`, line: (i: number) => digest(N / 2 + i) },
 };
 const DISTINCT_FIRST = N - N / 100;
@@ -49,7 +56,7 @@ async function generate({ path, line }: { path: string; line: (i: number) => str
   const started = performance.now();
   const out = createWriteStream(`${path}.partial`);
   const BATCH = 10_000;
-  for (let i = 0; i < N; ) {
+  for (let i = 0; i < N;) {
     const buf = Buffer.allocUnsafe(Math.min(BATCH, N - i) * LINE_BYTES);
     let o = 0;
     for (const end = Math.min(i + BATCH, N); i < end; i++) {
@@ -78,7 +85,9 @@ try {
   if (!args['only-first']) await generate(FILES.second);
   await migrate(sql);
   const [account] = await sql<{ id: string }[]>`insert into accounts (name) values ('bench') returning id`;
-  const [list] = await sql<{ id: string }[]>`insert into suppression_lists (account_id, name, format) values (${account!.id}, 'bench', 'md5') returning id`;
+  const [list] = await sql<
+    { id: string }[]
+  >`insert into suppression_lists (account_id, name, format) values (${account!.id}, 'bench', 'md5') returning id`;
   const target = { accountId: account!.id, listId: list!.id };
   const runs = [
     { name: '1. into an empty list', file: FILES.first.path, added: DISTINCT_FIRST, total: DISTINCT_FIRST },
@@ -89,10 +98,16 @@ try {
   for (const r of runs) {
     console.log(r.name);
     const started = performance.now();
-    const result = await runManualSuppressionImport(sql, { ...target, file: r.file, log: (m) => console.log(`  ${m}`) });
+    const result = await runManualSuppressionImport(sql, {
+      ...target,
+      file: r.file,
+      log: (m) => console.log(`  ${m}`),
+    });
     const seconds = (performance.now() - started) / 1000;
     const [stored] = await sql<{ record_count: number; rows: number }[]>`
-      select l.record_count, (select count(*)::int from suppression_records r where r.account_id = l.account_id and r.list_id = l.id) as rows
+      select l.record_count,
+             (select count(*)::int from suppression_records r
+              where r.account_id = l.account_id and r.list_id = l.id) as rows
       from suppression_lists l where l.account_id = ${target.accountId} and l.id = ${target.listId}`;
     const ok =
       result.totalCount === N &&
@@ -102,7 +117,8 @@ try {
       stored!.record_count === r.total &&
       stored!.rows === r.total;
     console.log(
-      `  ${seconds.toFixed(1)} s for ${N} lines (${Math.round(N / seconds)} lines/s) ${JSON.stringify(result)} recordCount=${stored!.record_count} ` +
+      `  ${seconds.toFixed(1)} s for ${N} lines (${Math.round(N / seconds)} lines/s) ${JSON.stringify(result)} ` +
+        `recordCount=${stored!.record_count} ` +
         (ok ? 'OK' : `MISMATCH (expected added ${r.added}, recordCount ${r.total})`),
     );
     if (!ok) failed = true;

@@ -21,15 +21,40 @@ export function checkCounts(view: ImportView, file: FileMeta, label: string, mod
   const v = view;
   const added = mode === 'added' ? file.normal : 0;
   const updated = mode === 'updated' ? file.normal : 0;
-  const got = { rowCount: v.rowCount, addedCount: v.addedCount, updatedCount: v.updatedCount, skippedCount: v.skippedCount, malformedCount: v.malformedCount, duplicateInFileCount: v.duplicateInFileCount };
-  const want = { rowCount: file.normal, addedCount: added, updatedCount: updated, skippedCount: 0, malformedCount: file.malformed, duplicateInFileCount: file.duplicates };
-  expect(JSON.stringify(got) === JSON.stringify(want), `${label} counts ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
-  expect(v.rowCount === v.addedCount + (v.updatedCount ?? 0) + (v.skippedCount ?? 0), `${label}: rowCount != added + updated + skipped`);
-  expect(typeof v.completedAt === 'string' && v.percentComplete === undefined, `${label}: success without completedAt, or with percentComplete`);
+  const got = {
+    rowCount: v.rowCount,
+    addedCount: v.addedCount,
+    updatedCount: v.updatedCount,
+    skippedCount: v.skippedCount,
+    malformedCount: v.malformedCount,
+    duplicateInFileCount: v.duplicateInFileCount,
+  };
+  const want = {
+    rowCount: file.normal,
+    addedCount: added,
+    updatedCount: updated,
+    skippedCount: 0,
+    malformedCount: file.malformed,
+    duplicateInFileCount: file.duplicates,
+  };
+  expect(
+    JSON.stringify(got) === JSON.stringify(want),
+    `${label} counts ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`,
+  );
+  expect(
+    v.rowCount === v.addedCount + (v.updatedCount ?? 0) + (v.skippedCount ?? 0),
+    `${label}: rowCount != added + updated + skipped`,
+  );
+  expect(
+    typeof v.completedAt === 'string' && v.percentComplete === undefined,
+    `${label}: success without completedAt, or with percentComplete`,
+  );
 }
 
 export async function checkContactCount(sql: Sql, accountId: string, expected: number, label: string): Promise<void> {
-  const [{ n } = { n: -1 }] = await sql<{ n: number }[]>`select count(*)::int as n from contacts where account_id = ${accountId}`;
+  const [{ n } = { n: -1 }] = await sql<
+    { n: number }[]
+  >`select count(*)::int as n from contacts where account_id = ${accountId}`;
   expect(n === expected, `${label}: the account holds ${n} contacts, expected ${expected}`);
 }
 
@@ -71,21 +96,33 @@ export async function checkSample(
   for (const j of samples) {
     const want = expectedContact(j, file.rows, variants, account);
     const md5 = md5Hex(want.email);
-    const res = await fetch(`${ctx.baseUrl}/v1/contacts/${md5}`, { headers: { authorization: `Bearer ${account.key}` } });
+    const res = await fetch(`${ctx.baseUrl}/v1/contacts/${md5}`, {
+      headers: { authorization: `Bearer ${account.key}` },
+    });
     expect(res.status === 200, `${label}: GET contact of row ${j} answered ${res.status}`);
     const got = (await res.json()) as ContactBody;
     const stored = Object.fromEntries(Object.entries(got.attributes).filter(([k]) => names.has(k)));
     try {
       deepStrictEqual(
-        { email: got.email.trim().toLowerCase(), emailMd5: got.emailMd5, enabled: got.enabled, attributes: stored, brandIds: [...got.brandIds].sort() },
+        {
+          email: got.email.trim().toLowerCase(),
+          emailMd5: got.emailMd5,
+          enabled: got.enabled,
+          attributes: stored,
+          brandIds: [...got.brandIds].sort(),
+        },
         { email: want.email, emailMd5: md5, enabled: true, attributes: want.attributes, brandIds: want.brandIds },
       );
     } catch (e) {
-      throw new VerificationError(`${label}: contact of row ${j} (last row ${lastRowFor(j, file.rows)}) differs from the model: ${(e as Error).message}`);
+      throw new VerificationError(
+        `${label}: contact of row ${j} (last row ${lastRowFor(j, file.rows)}) differs from the model: ` +
+          (e as Error).message,
+      );
     }
     if (variants.length > 1) {
       const before = expectedContact(j, file.rows, variants.slice(0, -1), account).attributes;
-      for (const [k, v] of Object.entries(before)) expect(JSON.stringify(stored[k]) !== JSON.stringify(v), `${label}: row ${j} attribute ${k} did not change`);
+      for (const [k, v] of Object.entries(before))
+        expect(JSON.stringify(stored[k]) !== JSON.stringify(v), `${label}: row ${j} attribute ${k} did not change`);
     }
   }
   return samples.length;

@@ -55,7 +55,9 @@ function begin(sql: postgres.Sql<{}>, args: unknown[]): Promise<unknown> {
   const fn = args.pop() as Callback;
   let closed!: () => void;
   const pin: Pin = { ended: new Promise((resolve) => (closed = resolve)) };
-  const run = (sql.begin as (...a: unknown[]) => Promise<unknown>)(...args, (tx: postgres.TransactionSql<{}>) => runPinned(pin, tx, fn));
+  const run = (sql.begin as (...a: unknown[]) => Promise<unknown>)(...args, (tx: postgres.TransactionSql<{}>) =>
+    runPinned(pin, tx, fn),
+  );
   // While the callback runs, the transaction's promise can only reject because the connection
   // closed (postgres.js races the callback against the connection's close).
   run.then(undefined, (e: unknown) => {
@@ -123,7 +125,8 @@ function guardHandle<H extends object>(handle: H, pin: Pin): H {
     get(target, prop, receiver) {
       const value = Reflect.get(target, prop, receiver) as unknown;
       if (typeof value !== 'function') return value;
-      if (prop === 'unsafe' || prop === 'file') return (...args: unknown[]) => guardQuery(pin, value.apply(target, args));
+      if (prop === 'unsafe' || prop === 'file')
+        return (...args: unknown[]) => guardQuery(pin, value.apply(target, args));
       if (prop === 'savepoint') {
         return (...args: unknown[]) => {
           const k = args.findIndex((a) => typeof a === 'function');
@@ -140,7 +143,11 @@ function guardHandle<H extends object>(handle: H, pin: Pin): H {
 }
 
 function isPendingQuery(x: unknown): x is PendingQuery {
-  return x instanceof Promise && typeof (x as Partial<PendingQuery>).handler === 'function' && typeof (x as Partial<PendingQuery>).reject === 'function';
+  return (
+    x instanceof Promise &&
+    typeof (x as Partial<PendingQuery>).handler === 'function' &&
+    typeof (x as Partial<PendingQuery>).reject === 'function'
+  );
 }
 
 /**

@@ -51,7 +51,12 @@ export function isConnectionGone(error: unknown): boolean {
 
 /** The error a pinned connection's statement gets once its connection is gone (the shape of postgres.js's own). */
 export function connectionLost(cause?: unknown): Error {
-  return Object.assign(new Error('write CONNECTION_CLOSED: the database connection of this transaction or reserved session was lost', { cause }), {
-    code: 'CONNECTION_CLOSED',
-  });
+  return Object.assign(
+    new Error('write CONNECTION_CLOSED: the database connection of this transaction or reserved session was lost', {
+      cause,
+    }),
+    {
+      code: 'CONNECTION_CLOSED',
+    },
+  );
 }

@@ -63,12 +63,15 @@ export function pointer(...segments: Array<string | number>): string {
   return segments.map((s) => '/' + String(s).replaceAll('~', '~0').replaceAll('/', '~1')).join('');
 }
 
-export const invalidRequest = (detail: string, errors?: FieldError[]) => new ApiError('invalid_request_error', detail, errors);
-export const invalidField = (ptr: string, detail: string) => new ApiError('invalid_request_error', detail, [{ detail, pointer: ptr }]);
+export const invalidRequest = (detail: string, errors?: FieldError[]) =>
+  new ApiError('invalid_request_error', detail, errors);
+export const invalidField = (ptr: string, detail: string) =>
+  new ApiError('invalid_request_error', detail, [{ detail, pointer: ptr }]);
 export const invalidParameter = (parameter: string, detail: string) =>
   new ApiError('invalid_request_error', detail, [{ detail, parameter }]);
-export const unauthenticated = (detail = 'A valid API key is required in the Authorization header as "Bearer <key>".') =>
-  new ApiError('authentication_error', detail);
+export const unauthenticated = (
+  detail = 'A valid API key is required in the Authorization header as "Bearer <key>".',
+) => new ApiError('authentication_error', detail);
 export const forbidden = (detail: string) => new ApiError('permission_error', detail);
 export const notFound = (detail: string) => new ApiError('not_found_error', detail);
 export const contactExists = (detail: string) => new ApiError('contact_exists', detail);
@@ -77,4 +80,8 @@ export const operationInProgress = (detail: string, retryAfterSeconds: number) =
 export const conflict = (detail: string) => new ApiError('conflict_error', detail);
 /** 503 api_error: a service the request needs (the database) is away; the same request can succeed later. */
 export const serviceUnavailable = (detail: string, retryAfterSeconds: number, cause?: unknown) =>
-  new ApiError('api_error', detail, undefined, Math.max(1, Math.ceil(retryAfterSeconds)), { cause, status: 503, title: 'Service unavailable' });
+  new ApiError('api_error', detail, undefined, Math.max(1, Math.ceil(retryAfterSeconds)), {
+    cause,
+    status: 503,
+    title: 'Service unavailable',
+  });

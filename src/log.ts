@@ -7,7 +7,10 @@ export function setLogLevel(level: Level): void {
   threshold = RANK[level];
 }
 
-/** One structured JSON line per event: info and below on stdout, warn and error on stderr. Never a key, never an email. */
+/**
+ * One structured JSON line per event: info and below on stdout, warn and error on stderr. Never a
+ * key, never an email.
+ */
 export function log(level: Level, msg: string, fields: Record<string, unknown> = {}): void {
   if (RANK[level] < threshold) return;
   const line = JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields });
@@ -61,7 +64,8 @@ export function logRequest(fields: RequestLine): void {
   // Exactly what JSON.stringify of the object gives, without building the object.
   const { requestId, method, route, status, durationMs } = fields;
   pending.push(
-    `{"time":"${isoNow()}","level":"info","msg":"request","requestId":${JSON.stringify(requestId)},"method":${JSON.stringify(method)},` +
+    `{"time":"${isoNow()}","level":"info","msg":"request","requestId":${JSON.stringify(requestId)},` +
+      `"method":${JSON.stringify(method)},` +
       `"route":${JSON.stringify(route)},"status":${status},"durationMs":${durationMs}}`,
   );
   if (pending.length >= MAX_PENDING) flushRequestLines();

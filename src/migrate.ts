@@ -27,18 +27,18 @@ export async function migrate(sql: Sql, log: (msg: string) => void = () => {}): 
           applied_at timestamptz not null default now()
         )`;
       const done = new Map(
-        (await conn<{ version: string; checksum: string }[]>`select version, checksum from schema_migrations`).map((r) => [
-          r.version,
-          r.checksum,
-        ]),
+        (await conn<{ version: string; checksum: string }[]>`select version, checksum from schema_migrations`).map(
+          (r) => [r.version, r.checksum],
+        ),
       );
       // A database migrated by a version with other files (before the set was squashed, or a newer
       // version) would get tables created over its own: refuse instead of guessing.
       const unknown = [...done.keys()].filter((version) => !files.includes(version));
       if (unknown.length) {
         throw new MigrationError(
-          `The database has migrations this version does not have (${unknown.join(', ')}): it was migrated by ` +
-            'another version of the service. Use a fresh database (the unreleased migrations were squashed into one set).',
+          `The database has migrations this version does not have (${unknown.join(', ')}): it was ` +
+            'migrated by another version of the service. Use a fresh database (the unreleased migrations ' +
+            'were squashed into one set).',
         );
       }
       for (const file of files) {
@@ -46,7 +46,8 @@ export async function migrate(sql: Sql, log: (msg: string) => void = () => {}): 
         const checksum = createHash('sha256').update(text).digest('hex');
         const known = done.get(file);
         if (known !== undefined) {
-          if (known !== checksum) throw new MigrationError(`Migration ${file} changed after it was applied; add a new migration instead.`);
+          if (known !== checksum)
+            throw new MigrationError(`Migration ${file} changed after it was applied; add a new migration instead.`);
           continue;
         }
         // A reserved connection has no begin(): the transaction is spelled out on it.

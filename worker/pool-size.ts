@@ -8,7 +8,9 @@ import { MERGE_PARTS } from './import/staging';
  * parts and batches wait for each other (slower), and with one connection per import an import
  * waits on itself forever. So DATABASE_POOL_SIZE is raised to this when it is smaller.
  */
-export function workerPoolSize(config: Pick<Config, 'databasePoolSize' | 'workerConcurrency' | 'importMergeConcurrency'>): number {
+export function workerPoolSize(
+  config: Pick<Config, 'databasePoolSize' | 'workerConcurrency' | 'importMergeConcurrency'>,
+): number {
   const needed = config.workerConcurrency * (1 + Math.max(MERGE_PARTS, config.importMergeConcurrency)) + 1;
   return Math.max(config.databasePoolSize, needed);
 }

@@ -18,10 +18,17 @@ const CHECK_EVERY_MS = 30_000;
  */
 export function keepSweepScheduler(queue: Queue, connection: Redis): { started: Promise<void>; stop(): void } {
   const upsert = async (why: string) => {
-    await queue.upsertJobScheduler(SWEEP_SCHEDULER_ID, { every: SWEEP_EVERY_MS }, { name: SWEEP_JOB, opts: SWEEP_JOB_OPTIONS });
+    await queue.upsertJobScheduler(
+      SWEEP_SCHEDULER_ID,
+      { every: SWEEP_EVERY_MS },
+      { name: SWEEP_JOB, opts: SWEEP_JOB_OPTIONS },
+    );
     if (why !== 'start') log('warn', 'upload sweep scheduler created again', { why });
   };
-  const upsertLogged = (why: string) => void upsert(why).catch((e) => log('warn', 'upload sweep scheduler upsert failed; retried on the next check', { why, ...errorFields(e) }));
+  const upsertLogged = (why: string) =>
+    void upsert(why).catch((e) =>
+      log('warn', 'upload sweep scheduler upsert failed; retried on the next check', { why, ...errorFields(e) }),
+    );
 
   let connectedBefore = connection.status === 'ready';
   const onReady = () => {

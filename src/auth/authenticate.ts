@@ -51,7 +51,8 @@ export class Authenticator {
     if (!parsed) throw unauthenticated('The API key is not valid.');
     const epoch = this.keys.epoch;
     const [row] = await this.sql<KeyRow[]>`
-      select k.account_id, k.secret_sha256, k.scopes, k.revoked_at is not null as revoked, a.suspended_at is not null as suspended,
+      select k.account_id, k.secret_sha256, k.scopes, k.revoked_at is not null as revoked,
+             a.suspended_at is not null as suspended,
              coalesce(v.keys, 0) as keys_version
       from api_keys k join accounts a on a.id = k.account_id left join cache_versions v on v.account_id = k.account_id
       where k.id = ${parsed.id}`;

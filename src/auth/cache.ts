@@ -109,10 +109,14 @@ export class InvalidationListener {
     if (typeof this.sql.listen !== 'function') return;
     this.state = 'starting';
     this.sql
-      .listen(INVALIDATION_CHANNEL, (payload) => this.onChange(parse(payload)), () => {
-        this.onReset();
-        this.state = 'listening';
-      })
+      .listen(
+        INVALIDATION_CHANNEL,
+        (payload) => this.onChange(parse(payload)),
+        () => {
+          this.onReset();
+          this.state = 'listening';
+        },
+      )
       .catch((error: unknown) => {
         this.state = 'idle';
         this.retryAt = Date.now() + RETRY_LISTEN_MS;

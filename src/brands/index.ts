@@ -12,10 +12,18 @@ export function brandRoutes({ sql }: Deps) {
       '/',
       ({ request, query }) => {
         rejectRepeatedParams(request.url);
-        rejectUnknownParams(query, ['page', 'pageSize', 'sort', 'enabled'], (k) => k === 'name' || k.startsWith('name['));
+        rejectUnknownParams(
+          query,
+          ['page', 'pageSize', 'sort', 'enabled'],
+          (k) => k === 'name' || k.startsWith('name['),
+        );
         return listBrands(sql, authOf(request).accountId, query, nameFilterOf(query));
       },
-      { query: BrandListQuery, response: { 200: BrandList, ...errorResponses(400) }, detail: { summary: 'List brands' } },
+      {
+        query: BrandListQuery,
+        response: { 200: BrandList, ...errorResponses(400) },
+        detail: { summary: 'List brands' },
+      },
     )
     .get('/:brandId', ({ request, params }) => getBrand(sql, authOf(request).accountId, params.brandId), {
       params: BrandIdParams,

@@ -40,7 +40,10 @@ export const BrandListQuery = t.Object(
     enabled: t.Optional(t.Boolean({ error: 'enabled must be true or false.' })),
     name: t.Optional(t.String({ description: 'Same as name[equal].' })),
     ...Object.fromEntries(
-      NAME_OPERATORS.map((op) => [`name[${op}]`, t.Optional(t.String({ description: `Name filter: ${op.replaceAll('_', ' ')}. Matched literally.` }))]),
+      NAME_OPERATORS.map((op) => [
+        `name[${op}]`,
+        t.Optional(t.String({ description: `Name filter: ${op.replaceAll('_', ' ')}. Matched literally.` })),
+      ]),
     ),
   },
   { additionalProperties: true },

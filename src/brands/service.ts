@@ -52,7 +52,8 @@ export function nameFilterOf(query: Record<string, unknown>): NameFilter | undef
   for (const [key, value] of Object.entries(query)) {
     if (key !== 'name' && !key.startsWith('name[')) continue;
     const op = key === 'name' ? 'equal' : key.slice(5, -1);
-    if (!key.endsWith(']') && key !== 'name') throw invalidParameter(key, `Malformed name filter ${key}; use name[operator].`);
+    if (!key.endsWith(']') && key !== 'name')
+      throw invalidParameter(key, `Malformed name filter ${key}; use name[operator].`);
     if (!(NAME_OPERATORS as readonly string[]).includes(op)) {
       throw invalidParameter(key, `Unknown name filter operator "${op}". Use one of ${NAME_OPERATORS.join(', ')}.`);
     }
@@ -116,5 +117,8 @@ export async function listBrands(
       where account_id = ${accountId} and deleted_at is null and ${enabled} and ${nameCondition(sql, filter)}`;
     total = c!.n;
   }
-  return { data: rows.map(({ id, name, enabled }) => ({ id, name, enabled })), pagination: pagination(p, Number(total)) };
+  return {
+    data: rows.map(({ id, name, enabled }) => ({ id, name, enabled })),
+    pagination: pagination(p, Number(total)),
+  };
 }

@@ -32,14 +32,22 @@ const COMMANDS: Record<string, Command> = {
 
 function usage(): string {
   const lines = Object.values(COMMANDS).map((c) => `  ${c.usage}`);
-  return ['usage: bun run admin <command> [flags]', '', 'commands:', ...lines, '', 'Uses DATABASE_URL, or the embedded local PostgreSQL.'].join('\n');
+  return [
+    'usage: bun run admin <command> [flags]',
+    '',
+    'commands:',
+    ...lines,
+    '',
+    'Uses DATABASE_URL, or the embedded local PostgreSQL.',
+  ].join('\n');
 }
 
 /** `group action` commands first, then single-word ones (`demo`). */
 function findCommand(argv: readonly string[]): { command: Command; rest: readonly string[] } {
   const two = `${argv[0]} ${argv[1]}`;
   if (Object.hasOwn(COMMANDS, two)) return { command: COMMANDS[two]!, rest: argv.slice(2) };
-  if (argv[0] !== undefined && Object.hasOwn(COMMANDS, argv[0])) return { command: COMMANDS[argv[0]]!, rest: argv.slice(1) };
+  if (argv[0] !== undefined && Object.hasOwn(COMMANDS, argv[0]))
+    return { command: COMMANDS[argv[0]]!, rest: argv.slice(1) };
   const known = [...new Set(Object.keys(COMMANDS).map((k) => k.split(' ')[0]))];
   if (argv[0] !== undefined && known.includes(argv[0])) {
     const actions = Object.keys(COMMANDS).filter((k) => k.startsWith(`${argv[0]} `));

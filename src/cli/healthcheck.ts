@@ -7,7 +7,13 @@ import { loadConfig } from '../config';
 
 const config = loadConfig();
 const heartbeat = `${config.dataDir}/worker-heartbeat`;
-const workerAlive = await stat(heartbeat).then((s) => Date.now() - s.mtimeMs < 60_000, () => false);
+const workerAlive = await stat(heartbeat).then(
+  (s) => Date.now() - s.mtimeMs < 60_000,
+  () => false,
+);
 if (workerAlive) process.exit(0);
-const ok = await fetch(`http://127.0.0.1:${config.port}/healthz`, { signal: AbortSignal.timeout(4000) }).then((r) => r.ok, () => false);
+const ok = await fetch(`http://127.0.0.1:${config.port}/healthz`, { signal: AbortSignal.timeout(4000) }).then(
+  (r) => r.ok,
+  () => false,
+);
 process.exit(ok ? 0 : 1);

@@ -49,13 +49,19 @@ const demo = await prepareDatabase().catch(async (e) => {
 });
 
 const env = { ...process.env, DATABASE_URL: db.url, REDIS_URL: redis.url };
-for (const [name, entry] of [['api', 'src/index.ts'], ['worker', 'worker/index.ts']] as const) {
+for (const [name, entry] of [
+  ['api', 'src/index.ts'],
+  ['worker', 'worker/index.ts'],
+] as const) {
   supervisor.start({ name, cmd: [process.execPath, entry], env });
 }
 
 const base = `http://localhost:${config.port}`;
 for (let i = 0; ; i++) {
-  const ok = await fetch(`${base}/healthz`).then((r) => r.ok, () => false);
+  const ok = await fetch(`${base}/healthz`).then(
+    (r) => r.ok,
+    () => false,
+  );
   if (ok) break;
   if (i > 300) {
     say('the API did not become healthy within 30 s');

@@ -40,7 +40,10 @@ export class Supervisor {
       const ranMs = Date.now() - startedAt;
       const why = child.signalCode ? `killed by ${child.signalCode}` : `exit code ${code}`;
       const pause = ranMs >= HEALTHY_AFTER_MS ? FIRST_BACKOFF_MS : backoffMs;
-      this.say(`${spec.name} (pid ${child.pid}) died: ${why}, after ${(ranMs / 1000).toFixed(1)} s; restarting in ${(pause / 1000).toFixed(1)} s`);
+      this.say(
+        `${spec.name} (pid ${child.pid}) died: ${why}, after ${(ranMs / 1000).toFixed(1)} s; ` +
+          `restarting in ${(pause / 1000).toFixed(1)} s`,
+      );
       const timer = setTimeout(() => {
         this.timers.delete(timer);
         this.start(spec, restarts + 1, Math.min(MAX_BACKOFF_MS, pause * 2));

@@ -62,7 +62,10 @@ export function fromFramework(code: unknown, error: unknown): ApiError | undefin
 export function failureLogFields(code: unknown, error: unknown): Record<string, unknown> | undefined {
   if (code !== 'VALIDATION') return undefined;
   const v = error as { type?: string; all?: ValueErrorLike[] };
-  return { error: `${v.type ?? 'unknown'} validation failed`, problems: (v.all ?? []).slice(0, 5).map((e) => `${e.path}: ${e.message}`) };
+  return {
+    error: `${v.type ?? 'unknown'} validation failed`,
+    problems: (v.all ?? []).slice(0, 5).map((e) => `${e.path}: ${e.message}`),
+  };
 }
 
 function propertyError(error: { validator?: Record<string, unknown> }, all: ValueErrorLike[]): ApiError {

@@ -9,8 +9,15 @@ export function healthRoutes(deps: Deps & { pingRedis?: () => Promise<unknown> }
       '/readyz',
       async ({ set }) => {
         const checks: Record<string, 'ok' | 'down'> = {};
-        checks.database = await deps.sql`select 1`.then(() => 'ok' as const, () => 'down' as const);
-        if (deps.queue) checks.redis = await deps.queue.ping().then(() => 'ok' as const, () => 'down' as const);
+        checks.database = await deps.sql`select 1`.then(
+          () => 'ok' as const,
+          () => 'down' as const,
+        );
+        if (deps.queue)
+          checks.redis = await deps.queue.ping().then(
+            () => 'ok' as const,
+            () => 'down' as const,
+          );
         const ready = Object.values(checks).every((c) => c === 'ok');
         set.status = ready ? 200 : 503;
         return { status: ready ? 'ready' : 'not ready', checks };

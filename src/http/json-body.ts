@@ -19,7 +19,12 @@ export async function readJsonBody(request: Request, limitBytes: number): Promis
   // pass the limit checked above: read it natively (streaming it through JS cost a POST about a tenth
   // of its CPU). The size is checked again for requests built in-process, where the header frames
   // nothing.
-  if (declared !== undefined && Number.isSafeInteger(declared) && declared >= 0 && !request.headers.has('transfer-encoding')) {
+  if (
+    declared !== undefined &&
+    Number.isSafeInteger(declared) &&
+    declared >= 0 &&
+    !request.headers.has('transfer-encoding')
+  ) {
     const bytes = new Uint8Array(await request.arrayBuffer());
     if (bytes.byteLength > limitBytes) throw tooLarge(limitBytes);
     return parseJson(bytes);

@@ -7,9 +7,22 @@ export const Problem = t.Object(
     status: t.Integer(),
     title: t.String(),
     detail: t.String(),
-    code: t.String({ enum: ['invalid_request_error', 'authentication_error', 'permission_error', 'not_found_error', 'contact_exists', 'operation_in_progress', 'conflict_error', 'api_error'] } as never),
+    code: t.String({
+      enum: [
+        'invalid_request_error',
+        'authentication_error',
+        'permission_error',
+        'not_found_error',
+        'contact_exists',
+        'operation_in_progress',
+        'conflict_error',
+        'api_error',
+      ],
+    } as never),
     instance: t.Optional(t.String()),
-    errors: t.Optional(t.Array(t.Object({ detail: t.String(), pointer: t.Optional(t.String()), parameter: t.Optional(t.String()) }))),
+    errors: t.Optional(
+      t.Array(t.Object({ detail: t.String(), pointer: t.Optional(t.String()), parameter: t.Optional(t.String()) })),
+    ),
   },
   { description: 'RFC 9457 problem details (application/problem+json)' },
 );

@@ -29,8 +29,20 @@ function queryInteger(name: string, minimum: number, maximum: number, error: str
 export const pageParams = {
   // The upper bound keeps page exact in a JS number and the SQL offset within bigint (a page like 1e20
   // used to reach PostgreSQL as "2e+22" and fail as a 500).
-  page: queryInteger('page', 1, Number.MAX_SAFE_INTEGER, 'page must be an integer of at least 1 (and below 2^53), in decimal digits.', 'Default 1.'),
-  pageSize: queryInteger('pageSize', 10, 200, 'pageSize must be an integer from 10 to 200, in decimal digits.', 'Default 200.'),
+  page: queryInteger(
+    'page',
+    1,
+    Number.MAX_SAFE_INTEGER,
+    'page must be an integer of at least 1 (and below 2^53), in decimal digits.',
+    'Default 1.',
+  ),
+  pageSize: queryInteger(
+    'pageSize',
+    10,
+    200,
+    'pageSize must be an integer from 10 to 200, in decimal digits.',
+    'Default 200.',
+  ),
 };
 
 export const Pagination = t.Object({
@@ -71,7 +83,11 @@ export function rejectRepeatedParams(url: string): void {
 }
 
 /** Unknown query parameters are an error rather than silently ignored (a typo would change results). */
-export function rejectUnknownParams(query: Record<string, unknown>, allowed: readonly string[], isAllowed?: (key: string) => boolean): void {
+export function rejectUnknownParams(
+  query: Record<string, unknown>,
+  allowed: readonly string[],
+  isAllowed?: (key: string) => boolean,
+): void {
   for (const key of Object.keys(query)) {
     if (!allowed.includes(key) && !isAllowed?.(key)) throw invalidParameter(key, `Unknown query parameter ${key}.`);
   }

@@ -22,7 +22,10 @@ const UPLOADS = '/uploads/';
  * runtime lets through reaches the app as a request on a fixed origin, and every failure the app
  * does not answer itself becomes a problem+json 500 (never Bun's HTML error page).
  */
-export function serveApi(deps: Deps, listen: Listen = { port: deps.config.port, hostname: deps.config.host }): Server<undefined> {
+export function serveApi(
+  deps: Deps,
+  listen: Listen = { port: deps.config.port, hostname: deps.config.host },
+): Server<undefined> {
   const app = buildApp(deps);
   // The local store's upload link, `/uploads/<token>`.
   const uploads = uploadHandler(deps);
@@ -30,12 +33,17 @@ export function serveApi(deps: Deps, listen: Listen = { port: deps.config.port, 
 
   function hidden(error: unknown, requestId: string, instance?: string): Response {
     log('error', 'unexpected error', { requestId, ...errorFields(error) });
-    return problemResponse(new ApiError('api_error', 'An unexpected error occurred. Quote the request id when reporting it.'), docsUrl, instance);
+    return problemResponse(
+      new ApiError('api_error', 'An unexpected error occurred. Quote the request id when reporting it.'),
+      docsUrl,
+      instance,
+    );
   }
 
   async function answer(request: Request): Promise<{ response: Response; appRequest?: Request; path: string }> {
     const appRequest = appRequestOf(request);
-    if (!appRequest) return { response: problemResponse(fromFramework('NOT_FOUND', undefined)!, docsUrl), path: 'unmatched' };
+    if (!appRequest)
+      return { response: problemResponse(fromFramework('NOT_FOUND', undefined)!, docsUrl), path: 'unmatched' };
     const path = new URL(appRequest.url).pathname;
     const response = path.startsWith(UPLOADS) ? await uploads(appRequest) : await app.handle(appRequest);
     return { response, appRequest, path };
@@ -66,7 +74,13 @@ export function serveApi(deps: Deps, listen: Listen = { port: deps.config.port, 
       }
       response.headers.set('x-request-id', requestId);
       if (path !== '/healthz' && path !== '/readyz') {
-        logRequest({ requestId, method: request.method, route, status: response.status, durationMs: Math.round((performance.now() - started) * 100) / 100 });
+        logRequest({
+          requestId,
+          method: request.method,
+          route,
+          status: response.status,
+          durationMs: Math.round((performance.now() - started) * 100) / 100,
+        });
       }
       return response;
     },

@@ -15,5 +15,9 @@ export const DATABASE_RETRY_AFTER_SECONDS = 5;
  */
 export function unavailableError(error: unknown): ApiError | undefined {
   if (!isDatabaseUnavailable(error)) return undefined;
-  return serviceUnavailable('The database is unavailable right now; retry the request after Retry-After seconds.', DATABASE_RETRY_AFTER_SECONDS, error);
+  return serviceUnavailable(
+    'The database is unavailable right now; retry the request after Retry-After seconds.',
+    DATABASE_RETRY_AFTER_SECONDS,
+    error,
+  );
 }

@@ -6,7 +6,13 @@ import { getSchema } from './service';
 
 export const SchemaAttributeModel = t.Object({
   name: t.String(),
-  type: t.Union([t.Literal('string'), t.Literal('email'), t.Literal('number'), t.Literal('boolean'), t.Literal('array')]),
+  type: t.Union([
+    t.Literal('string'),
+    t.Literal('email'),
+    t.Literal('number'),
+    t.Literal('boolean'),
+    t.Literal('array'),
+  ]),
   description: t.Optional(t.String()),
 });
 
@@ -14,6 +20,9 @@ export function schemaRoutes({ sql }: Deps) {
   return new Elysia({ detail: { tags: ['Contact schema'] } }).get(
     '/v1/contact-schema',
     async ({ request }) => ({ attributes: await getSchema(sql, authOf(request).accountId) }),
-    { response: { 200: t.Object({ attributes: t.Array(SchemaAttributeModel) }), ...errorResponses() }, detail: { summary: 'Get the contact schema' } },
+    {
+      response: { 200: t.Object({ attributes: t.Array(SchemaAttributeModel) }), ...errorResponses() },
+      detail: { summary: 'Get the contact schema' },
+    },
   );
 }

@@ -20,7 +20,11 @@ interface AttributeRow {
   description: string | null;
 }
 
-const toAttribute = (r: AttributeRow): SchemaAttribute => ({ name: r.name, type: r.type, ...(r.description !== null && { description: r.description }) });
+const toAttribute = (r: AttributeRow): SchemaAttribute => ({
+  name: r.name,
+  type: r.type,
+  ...(r.description !== null && { description: r.description }),
+});
 
 /** Custom attributes in creation order. */
 /**
@@ -30,7 +34,11 @@ const toAttribute = (r: AttributeRow): SchemaAttribute => ({ name: r.name, type:
  */
 export function isObjectInternalName(name: string): boolean {
   const lower = name.toLowerCase();
-  return lower === '__proto__' || lower === 'prototype' || Object.getOwnPropertyNames(Object.prototype).some((p) => p.toLowerCase() === lower);
+  return (
+    lower === '__proto__' ||
+    lower === 'prototype' ||
+    Object.getOwnPropertyNames(Object.prototype).some((p) => p.toLowerCase() === lower)
+  );
 }
 
 export async function customAttributes(sql: Sql, accountId: string): Promise<SchemaAttribute[]> {
@@ -57,7 +65,8 @@ export interface VersionedAttributes {
 export async function versionedAttributes(sql: Sql, accountId: string): Promise<VersionedAttributes> {
   const [row] = await sql<{ version: number; attributes: AttributeRow[] }[]>`
     select coalesce((select schema from cache_versions where account_id = ${accountId}), 0) as version,
-           (select coalesce(json_agg(json_build_object('name', s.name, 'type', s.type, 'description', s.description) order by s.position), '[]'::json)
+           (select coalesce(json_agg(json_build_object('name', s.name, 'type', s.type, 'description', s.description)
+                                     order by s.position), '[]'::json)
             from schema_attributes s where s.account_id = ${accountId}) as attributes`;
   return { version: row!.version, attributes: row!.attributes.map(toAttribute) };
 }

@@ -37,7 +37,11 @@ export class LocalStore implements ObjectStore {
   ) {}
 
   async presignUpload(target: UploadTarget): Promise<string> {
-    const token = this.tokens.sign({ accountId: target.accountId, importId: target.importId, expiresAt: Math.floor(target.expiresAt.getTime() / 1000) });
+    const token = this.tokens.sign({
+      accountId: target.accountId,
+      importId: target.importId,
+      expiresAt: Math.floor(target.expiresAt.getTime() / 1000),
+    });
     return `${this.publicUrl}/uploads/${token}`;
   }
 
@@ -58,7 +62,8 @@ export class LocalStore implements ObjectStore {
       const fh = await open(join(this.versions(key), md5), 'r');
       return fh.createReadStream();
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'ENOENT') throw new ObjectChangedError(`object ${key} no longer has ETag ${etag}`, { cause: e });
+      if ((e as NodeJS.ErrnoException).code === 'ENOENT')
+        throw new ObjectChangedError(`object ${key} no longer has ETag ${etag}`, { cause: e });
       throw e;
     }
   }
@@ -80,7 +85,12 @@ export class LocalStore implements ObjectStore {
    * one write chunk. Throws EntityTooLargeError past `maxBytes` and whatever `check` throws (it runs
    * per chunk, e.g. a deadline); the temp file is deleted on any failure.
    */
-  async receive(key: string, body: AsyncIterable<Uint8Array>, maxBytes = MAX_UPLOAD_BYTES, check?: () => void): Promise<Received> {
+  async receive(
+    key: string,
+    body: AsyncIterable<Uint8Array>,
+    maxBytes = MAX_UPLOAD_BYTES,
+    check?: () => void,
+  ): Promise<Received> {
     const dir = this.versions(key);
     await mkdir(dir, { recursive: true });
     const tmp = join(dir, `.tmp-${Date.now()}-${randomBytes(6).toString('hex')}`);
@@ -139,7 +149,11 @@ export class LocalStore implements ObjectStore {
   async prune(key: string): Promise<void> {
     const current = (await this.head(key))?.etag.replaceAll('"', '');
     const names = await readdir(this.versions(key)).catch(() => [] as string[]);
-    await Promise.all(names.filter((n) => n !== current && !n.startsWith('.tmp-')).map((n) => unlink(join(this.versions(key), n)).catch(() => {})));
+    await Promise.all(
+      names
+        .filter((n) => n !== current && !n.startsWith('.tmp-'))
+        .map((n) => unlink(join(this.versions(key), n)).catch(() => {})),
+    );
   }
 
   private path(key: string): string {
@@ -157,7 +171,7 @@ export class LocalStore implements ObjectStore {
 async function writeAll(fh: FileHandle, chunks: Uint8Array[]): Promise<void> {
   const buf = Buffer.concat(chunks);
   // write() may write less than asked; loop until the whole chunk is on disk.
-  for (let off = 0; off < buf.length; ) off += (await fh.write(buf, off)).bytesWritten;
+  for (let off = 0; off < buf.length;) off += (await fh.write(buf, off)).bytesWritten;
 }
 
 async function syncDir(dir: string): Promise<void> {

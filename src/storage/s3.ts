@@ -1,7 +1,13 @@
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  PutObjectCommand,
+  S3Client,
+} from '@aws-sdk/client-s3';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { StorageConfig } from '../config';
 import { ObjectChangedError, type ObjectInfo, type ObjectStore, type UploadTarget } from './store';
@@ -20,7 +26,10 @@ export class S3Store implements ObjectStore {
       region: config.region,
       endpoint: config.endpoint,
       forcePathStyle: config.forcePathStyle,
-      credentials: config.accessKeyId && config.secretAccessKey ? { accessKeyId: config.accessKeyId, secretAccessKey: config.secretAccessKey } : undefined,
+      credentials:
+        config.accessKeyId && config.secretAccessKey
+          ? { accessKeyId: config.accessKeyId, secretAccessKey: config.secretAccessKey }
+          : undefined,
       // Otherwise presigned PUT URLs carry the CRC32 of an empty body and S3-compatible stores refuse uploads.
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
@@ -35,7 +44,11 @@ export class S3Store implements ObjectStore {
   async head(key: string): Promise<ObjectInfo | undefined> {
     try {
       const h = await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key }));
-      return { size: h.ContentLength ?? 0, etag: h.ETag ?? '', ...(h.LastModified && { lastModified: h.LastModified }) };
+      return {
+        size: h.ContentLength ?? 0,
+        etag: h.ETag ?? '',
+        ...(h.LastModified && { lastModified: h.LastModified }),
+      };
     } catch (e) {
       if (statusOf(e) === 404) return undefined;
       throw e;
@@ -49,7 +62,8 @@ export class S3Store implements ObjectStore {
       return o.Body as Readable;
     } catch (e) {
       const status = statusOf(e);
-      if (status === 412 || status === 404) throw new ObjectChangedError(`object ${key} is gone or no longer has ETag ${etag}`, { cause: e });
+      if (status === 412 || status === 404)
+        throw new ObjectChangedError(`object ${key} is gone or no longer has ETag ${etag}`, { cause: e });
       throw e;
     }
   }

@@ -34,8 +34,18 @@ export class UploadTokens {
   verify(token: string): UploadGrant | undefined {
     const dot = token.indexOf('.');
     if (dot <= 0 || dot !== token.lastIndexOf('.')) return undefined;
-    const [accountId, importId, exp, ...rest] = Buffer.from(token.slice(0, dot), 'base64url').toString('utf8').split('.');
-    if (rest.length || !accountId || !importId || !UUID.test(accountId) || !UUID.test(importId) || !/^[0-9]{1,15}$/.test(exp ?? '')) return undefined;
+    const [accountId, importId, exp, ...rest] = Buffer.from(token.slice(0, dot), 'base64url')
+      .toString('utf8')
+      .split('.');
+    if (
+      rest.length ||
+      !accountId ||
+      !importId ||
+      !UUID.test(accountId) ||
+      !UUID.test(importId) ||
+      !/^[0-9]{1,15}$/.test(exp ?? '')
+    )
+      return undefined;
     const grant = { accountId, importId, expiresAt: Number(exp) };
     const given = Buffer.from(token, 'utf8');
     const genuine = Buffer.from(this.sign(grant), 'utf8');

@@ -16,7 +16,18 @@ interface ImportRow {
   completed_at: Date | null;
 }
 
-const COLUMNS = ['id', 'list_id', 'status', 'method', 'total_count', 'added_count', 'duplicate_count', 'malformed_count', 'created_at', 'completed_at'];
+const COLUMNS = [
+  'id',
+  'list_id',
+  'status',
+  'method',
+  'total_count',
+  'added_count',
+  'duplicate_count',
+  'malformed_count',
+  'created_at',
+  'completed_at',
+];
 
 export function toImport(r: ImportRow) {
   return {
@@ -34,7 +45,12 @@ export function toImport(r: ImportRow) {
 }
 
 /** A list's import history, newest first (the id breaks ties so pages are stable). */
-export async function listImports(sql: Sql, accountId: string, listId: string, query: { page?: number; pageSize?: number }) {
+export async function listImports(
+  sql: Sql,
+  accountId: string,
+  listId: string,
+  query: { page?: number; pageSize?: number },
+) {
   await findList(sql, accountId, listId);
   const p = pageOf(query);
   const [rows, [count]] = await Promise.all([
@@ -43,7 +59,9 @@ export async function listImports(sql: Sql, accountId: string, listId: string, q
       where account_id = ${accountId} and list_id = ${listId}
       order by created_at desc, id desc
       limit ${p.pageSize} offset ${p.offset}`,
-    sql<{ n: number }[]>`select count(*)::int as n from suppression_imports where account_id = ${accountId} and list_id = ${listId}`,
+    sql<
+      { n: number }[]
+    >`select count(*)::int as n from suppression_imports where account_id = ${accountId} and list_id = ${listId}`,
   ]);
   return { data: rows.map(toImport), pagination: pagination(p, count!.n) };
 }

@@ -40,7 +40,9 @@ export async function listLists(sql: Sql, accountId: string, query: { page?: num
   const p = pageOf(query);
   const sort = query.sort ?? 'name';
   const desc = sort.startsWith('-');
-  const key = { name: sql`lower(name)`, createdAt: sql`created_at`, updatedAt: sql`updated_at` }[sort.replace('-', '') as 'name' | 'createdAt' | 'updatedAt'];
+  const key = { name: sql`lower(name)`, createdAt: sql`created_at`, updatedAt: sql`updated_at` }[
+    sort.replace('-', '') as 'name' | 'createdAt' | 'updatedAt'
+  ];
   // The id breaks ties so that pages are stable.
   const order = desc ? sql`${key} desc, id desc` : sql`${key}, id`;
   const [rows, [count]] = await Promise.all([
@@ -50,7 +52,9 @@ export async function listLists(sql: Sql, accountId: string, query: { page?: num
       where account_id = ${accountId} and offer_id is null
       order by ${order}
       limit ${p.pageSize} offset ${p.offset}`,
-    sql<{ n: number }[]>`select count(*)::int as n from suppression_lists where account_id = ${accountId} and offer_id is null`,
+    sql<
+      { n: number }[]
+    >`select count(*)::int as n from suppression_lists where account_id = ${accountId} and offer_id is null`,
   ]);
   return { data: rows.map(toList), pagination: pagination(p, count!.n) };
 }

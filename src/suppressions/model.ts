@@ -17,7 +17,10 @@ export const SuppressionListQuery = t.Object(
   {
     ...pageParams,
     sort: t.Optional(
-      t.Union(SUPPRESSION_SORTS.map((s) => t.Literal(s)), { error: `sort must be one of ${SUPPRESSION_SORTS.join(', ')}.` }),
+      t.Union(
+        SUPPRESSION_SORTS.map((s) => t.Literal(s)),
+        { error: `sort must be one of ${SUPPRESSION_SORTS.join(', ')}.` },
+      ),
     ),
   },
   { additionalProperties: true },
@@ -41,7 +44,9 @@ export const AddRecordsBody = t.Object(
     records: t.Array(t.String({ error: 'Every record must be a string.' }), {
       minItems: 1,
       maxItems: MAX_RECORDS_PER_REQUEST,
-      description: `1 to ${MAX_RECORDS_PER_REQUEST} records of the list's format, unique as sent. Trimmed and lowercased before storing.`,
+      description:
+        `1 to ${MAX_RECORDS_PER_REQUEST} records of the list's format, unique as sent. ` +
+        'Trimmed and lowercased before storing.',
       error: `records must be an array of 1 to ${MAX_RECORDS_PER_REQUEST} strings.`,
     }),
   },
@@ -52,7 +57,10 @@ export const AddRecordsResult = t.Object({
   importId: t.String({ format: 'uuid' }),
   totalCount: t.Integer({ description: 'Records sent.' }),
   addedCount: t.Integer({ description: 'Records that became new records of the list.' }),
-  duplicateCount: t.Integer({ description: 'Records already on the list, or equal to an earlier record of the request after trimming and lowercasing.' }),
+  duplicateCount: t.Integer({
+    description:
+      'Records already on the list, or equal to an earlier record of the request after trimming and lowercasing.',
+  }),
 });
 
 export const SuppressionImport = t.Object({

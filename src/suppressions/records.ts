@@ -41,7 +41,11 @@ export function rejectRepeats(records: readonly string[]): void {
   records.forEach((r, i) => {
     const first = firstIndex.get(r);
     if (first === undefined) firstIndex.set(r, i);
-    else errors.push({ detail: `records/${i} repeats records/${first}; records must be unique.`, pointer: pointer('records', i) });
+    else
+      errors.push({
+        detail: `records/${i} repeats records/${first}; records must be unique.`,
+        pointer: pointer('records', i),
+      });
   });
   if (errors.length === 0) return;
   const at = errors.map((e) => e.pointer!.slice('/records/'.length)).join(', ');
@@ -63,7 +67,8 @@ export function recordsOrReject(format: ListFormat, records: readonly string[]):
   });
   if (failed.length === 0) return hex;
   const rule = FORMAT_RULE[format];
-  const what = failed.length === 1 ? `The record at index ${failed[0]} does` : `The records at indexes ${failed.join(', ')} do`;
+  const what =
+    failed.length === 1 ? `The record at index ${failed[0]} does` : `The records at indexes ${failed.join(', ')} do`;
   throw invalidRequest(
     `${what} not match the list's ${format} format (${rule}). Nothing was added.`,
     failed.map((i) => ({ detail: `records/${i} is not ${rule}.`, pointer: pointer('records', i) })),

@@ -27,7 +27,8 @@ export type Flags<S extends FlagSpec> = {
  */
 export function parseFlags<S extends FlagSpec>(argv: readonly string[], spec: S): Flags<S> {
   const out: Record<string, string | string[] | boolean | undefined> = {};
-  for (const [name, { kind }] of Object.entries(spec)) out[name] = kind === 'list' ? [] : kind === 'boolean' ? false : undefined;
+  for (const [name, { kind }] of Object.entries(spec))
+    out[name] = kind === 'list' ? [] : kind === 'boolean' ? false : undefined;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (!arg.startsWith('--') || arg === '--') throw new UsageError(`unexpected argument "${arg}"`);

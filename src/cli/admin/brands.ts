@@ -42,9 +42,11 @@ export function parseBrandFlags(argv: readonly string[]): { accountId: string; b
   });
   const from = flags['from-address'];
   const fromAddress = from === undefined ? undefined : validEmail(from);
-  if (from !== undefined && !fromAddress) throw new UsageError(`--from-address is not a valid email address: "${from}"`);
+  if (from !== undefined && !fromAddress)
+    throw new UsageError(`--from-address is not a valid email address: "${from}"`);
   const domain = flags.domain?.trim().toLowerCase();
-  if (domain !== undefined && !DOMAIN.test(domain)) throw new UsageError(`--domain is not a valid domain name: "${flags.domain}"`);
+  if (domain !== undefined && !DOMAIN.test(domain))
+    throw new UsageError(`--domain is not a valid domain name: "${flags.domain}"`);
   const verticals = flags.vertical.map(parseVertical);
   const codes = verticals.map((v) => v.id);
   if (new Set(codes).size !== codes.length) throw new UsageError('--vertical codes must be unique');
@@ -69,7 +71,8 @@ export async function createBrand(sql: Sql | Tx, accountId: string, b: BrandInpu
   const esps = b.esps.map((name) => ({ id: crypto.randomUUID(), name }));
   try {
     const [row] = await sql<{ id: string }[]>`
-      insert into brands (account_id, name, enabled, from_address, domain, esps, verticals, unsubscribe_page_id, use_list_unsubscribe_header)
+      insert into brands (account_id, name, enabled, from_address, domain, esps, verticals, unsubscribe_page_id,
+                          use_list_unsubscribe_header)
       values (${accountId}, ${b.name}, ${b.enabled}, ${b.fromAddress ?? null}, ${b.domain ?? null}, ${sql.json(esps)},
               ${sql.json(b.verticals)}, ${b.unsubscribePageId ?? null}, ${b.useListUnsubscribeHeader})
       returning id`;
@@ -77,7 +80,9 @@ export async function createBrand(sql: Sql | Tx, accountId: string, b: BrandInpu
   } catch (err) {
     // The partial unique index is the race-free check: CSV Brand cells match names case-insensitively.
     if ((err as { code?: string }).code === '23505') {
-      throw new AdminError(`a brand named "${b.name}" already exists in account ${accountId} (names are unique case-insensitively)`);
+      throw new AdminError(
+        `a brand named "${b.name}" already exists in account ${accountId} (names are unique case-insensitively)`,
+      );
     }
     throw err;
   }
@@ -99,7 +104,10 @@ export const brandCommands: Record<string, Command> = {
   'brand delete': {
     usage: 'brand delete --account ID --brand ID',
     prepare(argv) {
-      const flags = parseFlags(argv, { account: { kind: 'string', required: true }, brand: { kind: 'string', required: true } });
+      const flags = parseFlags(argv, {
+        account: { kind: 'string', required: true },
+        brand: { kind: 'string', required: true },
+      });
       const accountId = uuidFlag('account', flags.account);
       const brandId = uuidFlag('brand', flags.brand);
       return async (sql) => {

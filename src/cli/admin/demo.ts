@@ -23,7 +23,14 @@ const BRANDS: BrandInput[] = [
     unsubscribePageId: '6b0f8a4e-3c1d-4b7a-9e2f-5d8c7a1b2e30',
     useListUnsubscribeHeader: true,
   },
-  { name: 'Acme Deals', enabled: true, fromAddress: 'deals@acme.example', esps: ['Amazon SES'], verticals: [{ id: 7, label: 'Retail' }], useListUnsubscribeHeader: false },
+  {
+    name: 'Acme Deals',
+    enabled: true,
+    fromAddress: 'deals@acme.example',
+    esps: ['Amazon SES'],
+    verticals: [{ id: 7, label: 'Retail' }],
+    useListUnsubscribeHeader: false,
+  },
   { name: 'Legacy Brand', enabled: false, esps: [], verticals: [], useListUnsubscribeHeader: false },
 ];
 
@@ -66,7 +73,8 @@ async function findOrCreateBrand(tx: Tx, accountId: string, b: BrandInput): Prom
 
 async function findOrCreateList(tx: Tx, accountId: string, l: ListInput): Promise<string> {
   const [found] = await tx<{ id: string }[]>`
-    select id from suppression_lists where account_id = ${accountId} and name = ${l.name} order by created_at, id limit 1`;
+    select id from suppression_lists where account_id = ${accountId} and name = ${l.name}
+    order by created_at, id limit 1`;
   return found ? found.id : createSuppressionList(tx, accountId, l);
 }
 
@@ -82,14 +90,19 @@ export async function runDemo(sql: Sql): Promise<DemoResult> {
     const brands: DemoResult['brands'] = [];
     for (const b of BRANDS) brands.push({ id: await findOrCreateBrand(tx, accountId, b), name: b.name });
     const suppressionLists: DemoResult['suppressionLists'] = [];
-    for (const l of LISTS) suppressionLists.push({ id: await findOrCreateList(tx, accountId, l), name: l.name, format: l.format });
+    for (const l of LISTS)
+      suppressionLists.push({ id: await findOrCreateList(tx, accountId, l), name: l.name, format: l.format });
     const key = await createKey(tx, accountId);
     return { accountId, key: key.key, keyId: key.id, brands, suppressionLists };
   });
   // Attributes are schema changes: each commits its hold row before its own transaction, so they
   // cannot join the one above.
   const existing = new Set(
-    (await sql<{ name: string }[]>`select lower(name) as name from schema_attributes where account_id = ${base.accountId}`).map((r) => r.name),
+    (
+      await sql<
+        { name: string }[]
+      >`select lower(name) as name from schema_attributes where account_id = ${base.accountId}`
+    ).map((r) => r.name),
   );
   for (const a of ATTRIBUTES) {
     if (existing.has(a.name.toLowerCase())) continue;

@@ -11,7 +11,11 @@ export interface CreatedKey {
   scopes: Scope[];
 }
 
-export async function createKey(sql: Sql | Tx, accountId: string, scopes: readonly Scope[] = ALL_SCOPES): Promise<CreatedKey> {
+export async function createKey(
+  sql: Sql | Tx,
+  accountId: string,
+  scopes: readonly Scope[] = ALL_SCOPES,
+): Promise<CreatedKey> {
   const { id, key, secretSha256 } = newKey();
   await sql`
     insert into api_keys (account_id, id, secret_sha256, scopes)
@@ -22,10 +26,18 @@ export async function createKey(sql: Sql | Tx, accountId: string, scopes: readon
 /** `a,b` (spaces and repeats tolerated); unknown scopes are refused with the valid list. */
 function parseScopes(value: string | undefined): Scope[] {
   if (value === undefined) return [...ALL_SCOPES];
-  const parts = [...new Set(value.split(',').map((s) => s.trim()).filter((s) => s !== ''))];
+  const parts = [
+    ...new Set(
+      value
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== ''),
+    ),
+  ];
   if (parts.length === 0) throw new UsageError('--scopes must name at least one scope');
   const unknown = parts.filter((s) => !isScope(s));
-  if (unknown.length > 0) throw new UsageError(`unknown scope ${unknown.join(', ')}; valid scopes: ${ALL_SCOPES.join(', ')}`);
+  if (unknown.length > 0)
+    throw new UsageError(`unknown scope ${unknown.join(', ')}; valid scopes: ${ALL_SCOPES.join(', ')}`);
   return parts as Scope[];
 }
 

@@ -23,7 +23,10 @@ export const seedCommands: Record<string, Command> = {
   'seed add': {
     usage: 'seed add --account ID --email E',
     prepare(argv) {
-      const flags = parseFlags(argv, { account: { kind: 'string', required: true }, email: { kind: 'string', required: true } });
+      const flags = parseFlags(argv, {
+        account: { kind: 'string', required: true },
+        email: { kind: 'string', required: true },
+      });
       const accountId = uuidFlag('account', flags.account);
       const email = validEmail(flags.email);
       if (!email) throw new UsageError(`--email is not a valid email address: "${flags.email}"`);

@@ -1,6 +1,10 @@
 import type { Sql } from '../../db';
 import { ApiError } from '../../errors';
-import { runManualSuppressionImport, UnreadableFileError, type ManualImportResult } from '../../suppressions/bulk/manual-import';
+import {
+  runManualSuppressionImport,
+  UnreadableFileError,
+  type ManualImportResult,
+} from '../../suppressions/bulk/manual-import';
 import { requireAccount } from './accounts';
 import { AdminError, parseFlags, UsageError, uuidFlag, type Command } from './args';
 

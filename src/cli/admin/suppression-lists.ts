@@ -41,7 +41,8 @@ export const suppressionListCommands: Record<string, Command> = {
       });
       const accountId = uuidFlag('account', flags.account);
       const format = FORMATS.get(flags.format.trim().toLowerCase());
-      if (!format) throw new UsageError(`--format must be "plain text" (or plain-text), md5 or sha512, got "${flags.format}"`);
+      if (!format)
+        throw new UsageError(`--format must be "plain text" (or plain-text), md5 or sha512, got "${flags.format}"`);
       const list: ListInput = {
         name: nameFlag('name', flags.name),
         format,

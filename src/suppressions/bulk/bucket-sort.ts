@@ -57,7 +57,8 @@ export class BucketSort {
     const len = this.recordLength;
     const writes: Promise<unknown>[] = [];
     for (let o = 0; o < chunk.length; o += 6 + len) {
-      if (chunk.readInt32BE(o + 2) !== len) throw new Error(`BucketSort: a record of ${chunk.readInt32BE(o + 2)} bytes, expected ${len}`);
+      if (chunk.readInt32BE(o + 2) !== len)
+        throw new Error(`BucketSort: a record of ${chunk.readInt32BE(o + 2)} bytes, expected ${len}`);
       const v = o + 6;
       const b = chunk[v]!;
       if (this.fill[b]! + len > WRITE_BUFFER) writes.push(this.flush(b));
@@ -100,7 +101,7 @@ export class BucketSort {
       const size = this.sizes[b]!;
       if (size === 0) continue;
       const data = Buffer.allocUnsafe(size);
-      for (let at = 0; at < size; ) {
+      for (let at = 0; at < size;) {
         const { bytesRead } = await this.files[b]!.read(data, at, size - at, at);
         if (bytesRead === 0) throw new Error(`BucketSort: bucket ${b} is shorter than written`);
         at += bytesRead;
@@ -154,7 +155,7 @@ function sortedOrder(data: Buffer, len: number): Uint32Array {
   for (let i = 0; i < n; i++) keys[i] = data.readUInt32BE(i * len + 1) * INDEX_BITS + i;
   keys.sort();
   for (let i = 0; i < n; i++) order[i] = keys[i]! % INDEX_BITS;
-  for (let i = 0; i < n; ) {
+  for (let i = 0; i < n;) {
     const prefix = Math.floor(keys[i]! / INDEX_BITS);
     let j = i + 1;
     while (j < n && Math.floor(keys[j]! / INDEX_BITS) === prefix) j++;

@@ -14,7 +14,13 @@ import type { Conn } from './list-guard';
  * idle on two looks in a row, means the COPY is over without success. A source that fails makes
  * postgres.js send CopyFail. Either way the caller's transaction, if any, rolls back as usual.
  */
-export async function copyInto(sql: Sql, conn: Conn, query: PendingQuery<Row[]>, source: AsyncIterable<Buffer>, onAbort: () => void = () => {}): Promise<void> {
+export async function copyInto(
+  sql: Sql,
+  conn: Conn,
+  query: PendingQuery<Row[]>,
+  source: AsyncIterable<Buffer>,
+  onAbort: () => void = () => {},
+): Promise<void> {
   const [{ pid } = { pid: 0 }] = await conn<{ pid: number }[]>`select pg_backend_pid() as pid`;
   const copy = await query.writable();
   const copying = pipeline(source, copy);
@@ -35,7 +41,9 @@ function copyEnded(sql: Sql, pid: number, stop: AbortSignal): Promise<never> {
   return new Promise((_, reject) => {
     let idleLooks = 0;
     const timer = setInterval(async () => {
-      const rows = await sql<{ state: string }[]>`select state from pg_stat_activity where pid = ${pid}`.catch(() => undefined);
+      const rows = await sql<{ state: string }[]>`select state from pg_stat_activity where pid = ${pid}`.catch(
+        () => undefined,
+      );
       if (stop.aborted || rows === undefined) return;
       const gone = rows.length === 0;
       idleLooks = !gone && rows[0]!.state !== 'active' ? idleLooks + 1 : 0;

@@ -30,24 +30,33 @@ const INTERRUPTED = 'The process running this import stopped before it finished;
  * `run` gets the connection and the import id and must apply everything in one transaction that
  * also marks the import completed (see `transaction`); when it throws, the import is marked failed.
  */
-export async function holdList<T>(sql: Sql, job: HeldImport, run: (conn: Conn, importId: string, holder: Holder) => Promise<T>): Promise<T> {
+export async function holdList<T>(
+  sql: Sql,
+  job: HeldImport,
+  run: (conn: Conn, importId: string, holder: Holder) => Promise<T>,
+): Promise<T> {
   const conn = (await sql.reserve()) as Conn;
   let locked = false;
   let gone = false;
   try {
-    const [lock] = await conn<{ locked: boolean; pid: number }[]>`select pg_try_advisory_lock(${lockKey(conn, job)}) as locked, pg_backend_pid() as pid`;
+    const [lock] = await conn<
+      { locked: boolean; pid: number }[]
+    >`select pg_try_advisory_lock(${lockKey(conn, job)}) as locked, pg_backend_pid() as pid`;
     locked = lock!.locked;
     const holder = new Holder(sql, lock!.pid);
     if (!locked) throw await busy(conn, job);
     await conn`
-      update suppression_imports set status = 'failed', failure_reason = ${INTERRUPTED}, completed_at = clock_timestamp()
+      update suppression_imports
+      set status = 'failed', failure_reason = ${INTERRUPTED}, completed_at = clock_timestamp()
       where account_id = ${job.accountId} and list_id = ${job.listId} and status = 'importing'`;
     const [row] = await conn<{ id: string }[]>`
       insert into suppression_imports (account_id, list_id, status, method, estimated_end)
-      values (${job.accountId}, ${job.listId}, 'importing', ${job.method}, clock_timestamp() + make_interval(secs => ${job.estimatedSeconds}))
+      values (${job.accountId}, ${job.listId}, 'importing', ${job.method},
+              clock_timestamp() + make_interval(secs => ${job.estimatedSeconds}))
       returning id`.catch(async (error) => {
       // Only a writer that bypasses the lock could get here; it is the same conflict.
-      if ((error as { constraint_name?: string }).constraint_name === 'suppression_imports_one_running') throw await busy(conn, job);
+      if ((error as { constraint_name?: string }).constraint_name === 'suppression_imports_one_running')
+        throw await busy(conn, job);
       throw error;
     });
     const importId = row!.id;
@@ -57,7 +66,8 @@ export async function holdList<T>(sql: Sql, job: HeldImport, run: (conn: Conn, i
       gone = isConnectionGone(error);
       // A session that died has let go of the list already; its row is then marked through the pool.
       await (gone ? sql : conn)`
-        update suppression_imports set status = 'failed', failure_reason = ${job.describeFailure(error)}, completed_at = clock_timestamp()
+        update suppression_imports
+        set status = 'failed', failure_reason = ${job.describeFailure(error)}, completed_at = clock_timestamp()
         where account_id = ${job.accountId} and id = ${importId} and status = 'importing'`.catch(() => {});
       throw error;
     }
@@ -88,7 +98,8 @@ export class Holder {
    */
   async assertAlive(): Promise<void> {
     const [row] = await this.sql`select 1 from pg_stat_activity where pid = ${this.pid}`;
-    if (!row) throw Object.assign(new Error('the database connection of the import closed'), { code: 'CONNECTION_CLOSED' });
+    if (!row)
+      throw Object.assign(new Error('the database connection of the import closed'), { code: 'CONNECTION_CLOSED' });
   }
 }
 
@@ -103,7 +114,10 @@ async function busy(conn: Conn, job: HeldImport) {
     from suppression_imports
     where account_id = ${job.accountId} and list_id = ${job.listId} and status = 'importing'`;
   const what = running ? `import ${running.id} (${running.method})` : 'another import';
-  return operationInProgress(`Suppression list ${job.listId} is running ${what}; a list takes one import at a time. Retry when it has finished.`, running?.seconds ?? 1);
+  return operationInProgress(
+    `Suppression list ${job.listId} is running ${what}; a list takes one import at a time. Retry when it has finished.`,
+    running?.seconds ?? 1,
+  );
 }
 
 /** begin … commit on a reserved connection (postgres.js only offers sql.begin on the pool). */
@@ -125,7 +139,14 @@ export async function transaction<T>(conn: Conn, fn: () => Promise<T>): Promise<
  */
 export async function finishImport(
   conn: Conn,
-  c: { accountId: string; listId: string; importId: string; totalCount: number; addedCount: number; malformedCount: number },
+  c: {
+    accountId: string;
+    listId: string;
+    importId: string;
+    totalCount: number;
+    addedCount: number;
+    malformedCount: number;
+  },
 ): Promise<void> {
   if (c.addedCount > 0) {
     await conn`

@@ -53,7 +53,12 @@ interface Job {
  */
 export async function runManualSuppressionImport(
   sql: Sql,
-  { accountId, listId, file, log = () => {} }: { accountId: string; listId: string; file: string; log?: (message: string) => void },
+  {
+    accountId,
+    listId,
+    file,
+    log = () => {},
+  }: { accountId: string; listId: string; file: string; log?: (message: string) => void },
 ): Promise<ManualImportResult> {
   // One connection holds the list; the pool's others check on it while it copies.
   if (sql.options.max < 2) throw new Error('runManualSuppressionImport needs a connection pool of at least 2');
@@ -69,15 +74,32 @@ export async function runManualSuppressionImport(
       listId,
       method: 'manual',
       estimatedSeconds: Math.ceil(size / READ_BYTES_PER_SECOND + size / perLine / WRITE_ROWS_PER_SECOND) + 1,
-      describeFailure: (error) => `The import stopped and nothing was applied: ${error instanceof Error ? error.message : String(error)}`,
+      describeFailure: (error) =>
+        `The import stopped and nothing was applied: ${error instanceof Error ? error.message : String(error)}`,
     },
     async (conn, importId, holder) => {
-      const job: Job = { accountId, listId, importId, format: list.format, file, holder, log: (m) => log(`${m} at ${at()}`) };
+      const job: Job = {
+        accountId,
+        listId,
+        importId,
+        format: list.format,
+        file,
+        holder,
+        log: (m) => log(`${m} at ${at()}`),
+      };
       const dropStaging = () => conn`drop table if exists pg_temp.suppression_import_staging`;
       try {
-        const { counts, added } = DIGEST_BYTES[list.format] ? await importDigests(sql, conn, job) : await importStaged(sql, conn, job);
+        const { counts, added } = DIGEST_BYTES[list.format]
+          ? await importDigests(sql, conn, job)
+          : await importStaged(sql, conn, job);
         await dropStaging();
-        return { id: importId, totalCount: counts.valid, addedCount: added, duplicateCount: counts.valid - added, malformedCount: counts.malformed };
+        return {
+          id: importId,
+          totalCount: counts.valid,
+          addedCount: added,
+          duplicateCount: counts.valid - added,
+          malformedCount: counts.malformed,
+        };
       } catch (error) {
         // A connection that died took its temp table with it (and cannot be queried any more).
         if (!isConnectionGone(error)) await dropStaging().catch(() => {});
@@ -95,7 +117,9 @@ async function readableFileSize(file: string): Promise<number> {
     if (s.isDirectory()) throw new Error('it is a directory');
     return s.size;
   } catch (error) {
-    throw new UnreadableFileError(`cannot read ${file}: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw new UnreadableFileError(`cannot read ${file}: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+    });
   }
 }
 
@@ -115,15 +139,30 @@ async function importDigests(sql: Sql, conn: Conn, job: Job): Promise<{ counts: 
       // Nothing to compare with: the distinct records all go in, by COPY, in key order.
       const prefix = tuplePrefix(job, length);
       const added = await transaction(conn, async () => {
-        await copyInto(sql, conn, conn`copy suppression_records (account_id, list_id, value) from stdin (format binary)`, copyFraming(sorter.sorted(prefix)));
-        await finishImport(conn, { ...job, totalCount: counts.valid, addedCount: sorter.distinct, malformedCount: counts.malformed });
+        await copyInto(
+          sql,
+          conn,
+          conn`copy suppression_records (account_id, list_id, value) from stdin (format binary)`,
+          copyFraming(sorter.sorted(prefix)),
+        );
+        await finishImport(conn, {
+          ...job,
+          totalCount: counts.valid,
+          addedCount: sorter.distinct,
+          malformedCount: counts.malformed,
+        });
         return sorter.distinct;
       });
       job.log(`wrote ${added} records`);
       return { counts, added };
     }
     await createStaging(conn);
-    await copyInto(sql, conn, conn`copy suppression_import_staging (v) from stdin (format binary)`, copyFraming(sorter.sorted(stagingPrefix(length))));
+    await copyInto(
+      sql,
+      conn,
+      conn`copy suppression_import_staging (v) from stdin (format binary)`,
+      copyFraming(sorter.sorted(stagingPrefix(length))),
+    );
     job.log(`staged ${sorter.distinct} distinct records`);
     return { counts, added: await mergeStaging(conn, job, counts, { sortedDistinct: true }) };
   } finally {
@@ -137,20 +176,24 @@ async function importStaged(sql: Sql, conn: Conn, job: Job): Promise<{ counts: L
   await createStaging(conn);
   const file = readFile(job.file);
   const rows = copyFraming(recordRows(job.format, counts)(file));
-  await copyInto(sql, conn, conn`copy suppression_import_staging (v) from stdin (format binary)`, rows, () => file.destroy());
+  await copyInto(sql, conn, conn`copy suppression_import_staging (v) from stdin (format binary)`, rows, () =>
+    file.destroy(),
+  );
   job.log(`staged ${counts.valid} records (${counts.malformed} malformed)`);
   await refineEstimate(conn, job, counts.valid);
   return { counts, added: await mergeStaging(conn, job, counts, { sortedDistinct: false }) };
 }
 
 async function listHasRecords(conn: Conn, job: Job): Promise<boolean> {
-  const [row] = await conn`select 1 from suppression_records where account_id = ${job.accountId} and list_id = ${job.listId} limit 1`;
+  const [row] = await conn`
+      select 1 from suppression_records where account_id = ${job.accountId} and list_id = ${job.listId} limit 1`;
   return row !== undefined;
 }
 
 async function refineEstimate(conn: Conn, job: Job, records: number): Promise<void> {
   await conn`
-    update suppression_imports set estimated_end = clock_timestamp() + make_interval(secs => ${Math.ceil(records / WRITE_ROWS_PER_SECOND) + 1})
+    update suppression_imports
+    set estimated_end = clock_timestamp() + make_interval(secs => ${Math.ceil(records / WRITE_ROWS_PER_SECOND) + 1})
     where account_id = ${job.accountId} and id = ${job.importId}`;
 }
 
@@ -186,19 +229,29 @@ function stagingPrefix(length: number): Buffer {
  * on conflict do nothing, whose speculative insertion made re-importing 10M records three times
  * slower. Then the counters, and the import completed.
  */
-async function mergeStaging(conn: Conn, job: Job, counts: LineCounts, staged: { sortedDistinct: boolean }): Promise<number> {
+async function mergeStaging(
+  conn: Conn,
+  job: Job,
+  counts: LineCounts,
+  staged: { sortedDistinct: boolean },
+): Promise<number> {
   // Analyzed, a temp table tells the planner its size (autovacuum never looks at temp tables).
   await conn`analyze suppression_import_staging`;
   const added = await transaction(conn, async () => {
     await conn`set local work_mem = '1GB'`;
-    const [list] = await conn<{ n: number }[]>`select record_count as n from suppression_lists where account_id = ${job.accountId} and id = ${job.listId}`;
+    const [list] = await conn<
+      { n: number }[]
+    >`select record_count as n from suppression_lists where account_id = ${job.accountId} and id = ${job.listId}`;
     // The join comes from counts we keep, not from table statistics, which lag behind a large
     // import: a merge of the sorted file with the list's index order when the file is a sizeable
     // share of the list (10M against 10M: 13 s, where a hash took 19 s and index probes longer),
     // index probes when the file is small next to the list.
-    if (counts.valid * 4 >= (list?.n ?? 0)) await conn`set local enable_nestloop = off; set local enable_hashjoin = off`.simple();
+    if (counts.valid * 4 >= (list?.n ?? 0))
+      await conn`set local enable_nestloop = off; set local enable_hashjoin = off`.simple();
     else await conn`set local enable_hashjoin = off; set local enable_mergejoin = off`.simple();
-    const records = staged.sortedDistinct ? conn`suppression_import_staging` : conn`(select distinct v from suppression_import_staging)`;
+    const records = staged.sortedDistinct
+      ? conn`suppression_import_staging`
+      : conn`(select distinct v from suppression_import_staging)`;
     const notOnList = (await listHasRecords(conn, job))
       ? conn`where not exists (
           select 1 from suppression_records r
@@ -209,7 +262,12 @@ async function mergeStaging(conn: Conn, job: Job, counts: LineCounts, staged: { 
       select ${job.accountId}, ${job.listId}, s.v from ${records} s
       ${notOnList}
       order by s.v`;
-    await finishImport(conn, { ...job, totalCount: counts.valid, addedCount: inserted.count, malformedCount: counts.malformed });
+    await finishImport(conn, {
+      ...job,
+      totalCount: counts.valid,
+      addedCount: inserted.count,
+      malformedCount: counts.malformed,
+    });
     return inserted.count;
   });
   job.log(`inserted ${added} new records`);

@@ -95,7 +95,7 @@ export function recordRows(format: ListFormat, counts: LineCounts) {
     // Worst case: a 5-character address line of 6 bytes becomes a 6-byte row header and 5 bytes.
     const out = Buffer.allocUnsafe((end - start) * 2 + 64);
     let o = 0;
-    for (let pos = start; pos < end; ) {
+    for (let pos = start; pos < end;) {
       let nl = buf.indexOf(NL, pos);
       if (nl < 0 || nl > end) nl = end;
       o = writeRecord(out, o, buf, pos, nl);
