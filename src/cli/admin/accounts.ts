@@ -1,5 +1,5 @@
 import type { Sql } from '../../db';
-import { AdminError, nameFlag, parseFlags, uuidFlag, type Command } from './args';
+import { AdminError, type Command, nameFlag, parseFlags, REQUIRED, uuidFlag } from './args';
 
 /** Every command that addresses an account checks it first, so a typo gives a clear message. */
 export async function requireAccount(sql: Sql, accountId: string): Promise<void> {
@@ -16,7 +16,7 @@ export const accountCommands: Record<string, Command> = {
   'account create': {
     usage: 'account create --name N',
     prepare(argv) {
-      const flags = parseFlags(argv, { name: { kind: 'string', required: true } });
+      const flags = parseFlags(argv, { name: REQUIRED });
       const name = nameFlag('name', flags.name);
       return async (sql) => ({ id: await createAccount(sql, name) });
     },
@@ -24,7 +24,7 @@ export const accountCommands: Record<string, Command> = {
   'account suspend': {
     usage: 'account suspend --account ID',
     prepare(argv) {
-      const accountId = uuidFlag('account', parseFlags(argv, { account: { kind: 'string', required: true } }).account);
+      const accountId = uuidFlag('account', parseFlags(argv, { account: REQUIRED }).account);
       return async (sql) => {
         await requireAccount(sql, accountId);
         // Suspending again keeps the first suspension time.

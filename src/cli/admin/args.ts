@@ -10,6 +10,12 @@ export class AdminError extends Error {}
 export type FlagKind = 'string' | 'list' | 'boolean';
 export type FlagSpec = Record<string, { kind: FlagKind; required?: boolean }>;
 
+/** The kinds of flag, spelled once, so a command's spec reads as one line: `{ account: REQUIRED, offer: OPTIONAL }`. */
+export const REQUIRED = { kind: 'string', required: true } as const;
+export const OPTIONAL = { kind: 'string' } as const;
+export const LIST = { kind: 'list' } as const;
+export const SWITCH = { kind: 'boolean' } as const;
+
 export type Flags<S extends FlagSpec> = {
   [K in keyof S]: S[K]['kind'] extends 'boolean'
     ? boolean

@@ -1,7 +1,7 @@
 import { attributeProblem, createAttribute, DuplicateAttributeError } from '../../schema/change';
 import type { SchemaAttribute } from '../../schema/service';
 import { requireAccount } from './accounts';
-import { AdminError, nameFlag, parseFlags, UsageError, uuidFlag, type Command } from './args';
+import { AdminError, type Command, nameFlag, OPTIONAL, parseFlags, REQUIRED, UsageError, uuidFlag } from './args';
 
 export type AttributeInput = SchemaAttribute;
 
@@ -28,12 +28,7 @@ export const attributeCommands: Record<string, Command> = {
   'attribute create': {
     usage: 'attribute create --account ID --name N --type string|email|number|boolean|array [--description D]',
     prepare(argv) {
-      const flags = parseFlags(argv, {
-        account: { kind: 'string', required: true },
-        name: { kind: 'string', required: true },
-        type: { kind: 'string', required: true },
-        description: { kind: 'string' },
-      });
+      const flags = parseFlags(argv, { account: REQUIRED, name: REQUIRED, type: REQUIRED, description: OPTIONAL });
       const accountId = uuidFlag('account', flags.account);
       const attribute = validAttribute(flags.name, flags.type, flags.description);
       return async (sql) => {

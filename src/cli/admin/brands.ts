@@ -1,6 +1,17 @@
 import type { Sql, Tx } from '../../db';
 import { requireAccount } from './accounts';
-import { AdminError, nameFlag, parseFlags, UsageError, uuidFlag, type Command } from './args';
+import {
+  AdminError,
+  type Command,
+  LIST,
+  nameFlag,
+  OPTIONAL,
+  parseFlags,
+  REQUIRED,
+  SWITCH,
+  UsageError,
+  uuidFlag,
+} from './args';
 import { validEmail } from './seeds';
 
 export interface BrandInput {
@@ -30,15 +41,15 @@ function parseVertical(value: string): { id: number; label: string } {
 
 export function parseBrandFlags(argv: readonly string[]): { accountId: string; brand: BrandInput } {
   const flags = parseFlags(argv, {
-    account: { kind: 'string', required: true },
-    name: { kind: 'string', required: true },
-    disabled: { kind: 'boolean' },
-    'from-address': { kind: 'string' },
-    domain: { kind: 'string' },
-    esp: { kind: 'list' },
-    vertical: { kind: 'list' },
-    'unsubscribe-page': { kind: 'string' },
-    'list-unsubscribe-header': { kind: 'boolean' },
+    account: REQUIRED,
+    name: REQUIRED,
+    disabled: SWITCH,
+    'from-address': OPTIONAL,
+    domain: OPTIONAL,
+    esp: LIST,
+    vertical: LIST,
+    'unsubscribe-page': OPTIONAL,
+    'list-unsubscribe-header': SWITCH,
   });
   const from = flags['from-address'];
   const fromAddress = from === undefined ? undefined : validEmail(from);
@@ -104,10 +115,7 @@ export const brandCommands: Record<string, Command> = {
   'brand delete': {
     usage: 'brand delete --account ID --brand ID',
     prepare(argv) {
-      const flags = parseFlags(argv, {
-        account: { kind: 'string', required: true },
-        brand: { kind: 'string', required: true },
-      });
+      const flags = parseFlags(argv, { account: REQUIRED, brand: REQUIRED });
       const accountId = uuidFlag('account', flags.account);
       const brandId = uuidFlag('brand', flags.brand);
       return async (sql) => {

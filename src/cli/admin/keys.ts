@@ -2,7 +2,7 @@ import { newKey } from '../../auth/keys';
 import { ALL_SCOPES, isScope, type Scope } from '../../auth/scopes';
 import type { Sql, Tx } from '../../db';
 import { requireAccount } from './accounts';
-import { AdminError, parseFlags, UsageError, uuidFlag, type Command } from './args';
+import { AdminError, type Command, OPTIONAL, parseFlags, REQUIRED, UsageError, uuidFlag } from './args';
 
 export interface CreatedKey {
   id: string;
@@ -45,7 +45,7 @@ export const keyCommands: Record<string, Command> = {
   'key create': {
     usage: 'key create --account ID [--scopes s1,s2]',
     prepare(argv) {
-      const flags = parseFlags(argv, { account: { kind: 'string', required: true }, scopes: { kind: 'string' } });
+      const flags = parseFlags(argv, { account: REQUIRED, scopes: OPTIONAL });
       const accountId = uuidFlag('account', flags.account);
       const scopes = parseScopes(flags.scopes);
       return async (sql) => {
@@ -57,7 +57,7 @@ export const keyCommands: Record<string, Command> = {
   'key revoke': {
     usage: 'key revoke --key-id ID [--account ID]',
     prepare(argv) {
-      const flags = parseFlags(argv, { 'key-id': { kind: 'string', required: true }, account: { kind: 'string' } });
+      const flags = parseFlags(argv, { 'key-id': REQUIRED, account: OPTIONAL });
       const keyId = uuidFlag('key-id', flags['key-id']);
       const accountId = flags.account === undefined ? undefined : uuidFlag('account', flags.account);
       return async (sql) => {
@@ -75,7 +75,7 @@ export const keyCommands: Record<string, Command> = {
   'key list': {
     usage: 'key list --account ID',
     prepare(argv) {
-      const accountId = uuidFlag('account', parseFlags(argv, { account: { kind: 'string', required: true } }).account);
+      const accountId = uuidFlag('account', parseFlags(argv, { account: REQUIRED }).account);
       return async (sql) => {
         await requireAccount(sql, accountId);
         const rows = await sql<{ id: string; scopes: string[]; created_at: Date; revoked_at: Date | null }[]>`

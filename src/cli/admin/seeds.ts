@@ -1,7 +1,7 @@
 import type { Sql } from '../../db';
 import { isValidEmail } from '../../contacts/email';
 import { requireAccount } from './accounts';
-import { parseFlags, UsageError, uuidFlag, type Command } from './args';
+import { type Command, parseFlags, REQUIRED, UsageError, uuidFlag } from './args';
 
 /** The trimmed address when it passes the service's one email rule, else undefined. */
 export function validEmail(raw: string): string | undefined {
@@ -23,10 +23,7 @@ export const seedCommands: Record<string, Command> = {
   'seed add': {
     usage: 'seed add --account ID --email E',
     prepare(argv) {
-      const flags = parseFlags(argv, {
-        account: { kind: 'string', required: true },
-        email: { kind: 'string', required: true },
-      });
+      const flags = parseFlags(argv, { account: REQUIRED, email: REQUIRED });
       const accountId = uuidFlag('account', flags.account);
       const email = validEmail(flags.email);
       if (!email) throw new UsageError(`--email is not a valid email address: "${flags.email}"`);

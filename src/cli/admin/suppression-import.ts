@@ -6,7 +6,7 @@ import {
   type ManualImportResult,
 } from '../../suppressions/bulk/manual-import';
 import { requireAccount } from './accounts';
-import { AdminError, parseFlags, UsageError, uuidFlag, type Command } from './args';
+import { AdminError, type Command, parseFlags, REQUIRED, UsageError, uuidFlag } from './args';
 
 export interface SuppressionImportFlags {
   account?: string;
@@ -45,11 +45,7 @@ export const suppressionImportCommands: Record<string, Command> = {
   'suppression-import': {
     usage: 'suppression-import --account ID --list ID --file PATH',
     prepare(argv) {
-      const flags = parseFlags(argv, {
-        account: { kind: 'string', required: true },
-        list: { kind: 'string', required: true },
-        file: { kind: 'string', required: true },
-      });
+      const flags = parseFlags(argv, { account: REQUIRED, list: REQUIRED, file: REQUIRED });
       uuidFlag('account', flags.account);
       uuidFlag('list', flags.list);
       return (sql) => suppressionImportCommand(sql, flags);

@@ -1,6 +1,6 @@
 import type { Sql, Tx } from '../../db';
 import { requireAccount } from './accounts';
-import { nameFlag, parseFlags, UsageError, uuidFlag, type Command } from './args';
+import { type Command, nameFlag, OPTIONAL, parseFlags, REQUIRED, SWITCH, UsageError, uuidFlag } from './args';
 
 export type ListFormat = 'plain text' | 'md5' | 'sha512';
 
@@ -33,11 +33,11 @@ export const suppressionListCommands: Record<string, Command> = {
     usage: 'suppression-list create --account ID --name N --format "plain text"|md5|sha512 [--global] [--offer ID]',
     prepare(argv) {
       const flags = parseFlags(argv, {
-        account: { kind: 'string', required: true },
-        name: { kind: 'string', required: true },
-        format: { kind: 'string', required: true },
-        global: { kind: 'boolean' },
-        offer: { kind: 'string' },
+        account: REQUIRED,
+        name: REQUIRED,
+        format: REQUIRED,
+        global: SWITCH,
+        offer: OPTIONAL,
       });
       const accountId = uuidFlag('account', flags.account);
       const format = FORMATS.get(flags.format.trim().toLowerCase());
