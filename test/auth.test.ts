@@ -131,22 +131,75 @@ describe('Scopes', () => {
     { scope: 'brands:read', method: 'GET', label: '/v1/brands/{brandId}', path: () => `/v1/brands/${brandId}` },
     { scope: 'contacts:read', method: 'GET', label: '/v1/contact-schema', path: () => '/v1/contact-schema' },
     { scope: 'contacts:read', method: 'GET', label: '/v1/contacts/{emailMd5}', path: () => `/v1/contacts/${MD5}` },
-    { scope: 'contacts:read', method: 'GET', label: '/v1/contacts/{emailMd5}/brands', path: () => `/v1/contacts/${MD5}/brands` },
-    { scope: 'contacts:write', method: 'POST', label: '/v1/contacts', path: () => '/v1/contacts', body: { email: 'a@example.com' } },
-    { scope: 'contacts:write', method: 'PATCH', label: '/v1/contacts/{emailMd5}', path: () => `/v1/contacts/${MD5}`, body: { attributes: {} } },
-    { scope: 'contacts:write', method: 'DELETE', label: '/v1/contacts/{emailMd5}/brands/{brandId}', path: () => `/v1/contacts/${MD5}/brands/${brandId}` },
+    {
+      scope: 'contacts:read',
+      method: 'GET',
+      label: '/v1/contacts/{emailMd5}/brands',
+      path: () => `/v1/contacts/${MD5}/brands`,
+    },
+    {
+      scope: 'contacts:write',
+      method: 'POST',
+      label: '/v1/contacts',
+      path: () => '/v1/contacts',
+      body: { email: 'a@example.com' },
+    },
+    {
+      scope: 'contacts:write',
+      method: 'PATCH',
+      label: '/v1/contacts/{emailMd5}',
+      path: () => `/v1/contacts/${MD5}`,
+      body: { attributes: {} },
+    },
+    {
+      scope: 'contacts:write',
+      method: 'DELETE',
+      label: '/v1/contacts/{emailMd5}/brands/{brandId}',
+      path: () => `/v1/contacts/${MD5}/brands/${brandId}`,
+    },
     { scope: 'suppressions:read', method: 'GET', label: '/v1/suppression-lists', path: () => '/v1/suppression-lists' },
-    { scope: 'suppressions:read', method: 'GET', label: '/v1/suppression-lists/{listId}', path: () => `/v1/suppression-lists/${listId}` },
-    { scope: 'suppressions:read', method: 'GET', label: '/v1/suppression-lists/{listId}/imports', path: () => `/v1/suppression-lists/${listId}/imports` },
-    { scope: 'suppressions:write', method: 'POST', label: '/v1/suppression-lists/{listId}/records', path: () => `/v1/suppression-lists/${listId}/records`, body: { records: [MD5] } },
+    {
+      scope: 'suppressions:read',
+      method: 'GET',
+      label: '/v1/suppression-lists/{listId}',
+      path: () => `/v1/suppression-lists/${listId}`,
+    },
+    {
+      scope: 'suppressions:read',
+      method: 'GET',
+      label: '/v1/suppression-lists/{listId}/imports',
+      path: () => `/v1/suppression-lists/${listId}/imports`,
+    },
+    {
+      scope: 'suppressions:write',
+      method: 'POST',
+      label: '/v1/suppression-lists/{listId}/records',
+      path: () => `/v1/suppression-lists/${listId}/records`,
+      body: { records: [MD5] },
+    },
     { scope: 'imports:read', method: 'GET', label: '/v1/contact-imports', path: () => '/v1/contact-imports' },
-    { scope: 'imports:read', method: 'GET', label: '/v1/contact-imports/{importId}', path: () => `/v1/contact-imports/${UUID}` },
-    { scope: 'imports:write', method: 'POST', label: '/v1/contact-imports', path: () => '/v1/contact-imports', body: { columns: ['Email'], duplicateContactStrategy: 'skip' } },
+    {
+      scope: 'imports:read',
+      method: 'GET',
+      label: '/v1/contact-imports/{importId}',
+      path: () => `/v1/contact-imports/${UUID}`,
+    },
+    {
+      scope: 'imports:write',
+      method: 'POST',
+      label: '/v1/contact-imports',
+      path: () => '/v1/contact-imports',
+      body: { columns: ['Email'], duplicateContactStrategy: 'skip' },
+    },
   ];
 
   for (const f of families) {
     test(`${f.method} ${f.label} needs ${f.scope}: without it 403, with only it no 401/403`, async () => {
-      const without = await createKey(t.db.sql, t.accountId, ALL_SCOPES.filter((s) => s !== f.scope));
+      const without = await createKey(
+        t.db.sql,
+        t.accountId,
+        ALL_SCOPES.filter((s) => s !== f.scope),
+      );
       const res = await t.call(f.method, f.path(), { key: without, body: f.body });
       const body = expectProblem(res, 403, 'permission_error');
       expect(body.detail).toContain(f.scope);

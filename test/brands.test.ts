@@ -111,14 +111,23 @@ describe('GET /v1/brands: values are matched literally', () => {
   let a: Awaited<ReturnType<typeof account>>;
   beforeAll(async () => {
     a = await account([
-      '100% Deals', '100X Deals', // %
-      'a_b', 'axb', // _
-      'back\\slash', 'backslash', // \
-      'x.*y', 'xzzy', // .*
-      '[a]', 'a', // [a]
-      '^caret', 'caret', // ^
-      'dollar$', 'dollar', // $
-      'a,b', 'a+b', 'a b', // query-string characters
+      '100% Deals',
+      '100X Deals', // %
+      'a_b',
+      'axb', // _
+      'back\\slash',
+      'backslash', // \
+      'x.*y',
+      'xzzy', // .*
+      '[a]',
+      'a', // [a]
+      '^caret',
+      'caret', // ^
+      'dollar$',
+      'dollar', // $
+      'a,b',
+      'a+b',
+      'a b', // query-string characters
     ]);
   });
 
@@ -200,7 +209,11 @@ describe('GET /v1/brands: filter validation', () => {
   test('an unknown operator is 400 naming the parameter', async () => {
     for (const op of ['regex', 'like', 'EQUAL', 'contains ', '']) {
       const param = `name[${op}]`;
-      const body = expectProblem(await a.get(`/v1/brands?${encodeURIComponent(param)}=x`), 400, 'invalid_request_error');
+      const body = expectProblem(
+        await a.get(`/v1/brands?${encodeURIComponent(param)}=x`),
+        400,
+        'invalid_request_error',
+      );
       expect(body.errors).toEqual([{ detail: expect.any(String), parameter: param }]);
     }
   });
@@ -388,11 +401,18 @@ describe('GET /v1/brands: deleted brands', () => {
 
 async function insertFullBrand(sql: Sql, accountId: string) {
   const [row] = await sql<{ id: string; created_at: Date }[]>`
-    insert into brands (account_id, name, enabled, from_address, domain, esps, verticals, unsubscribe_page_id, use_list_unsubscribe_header)
+    insert into brands (account_id, name, enabled, from_address, domain, esps, verticals, unsubscribe_page_id,
+                        use_list_unsubscribe_header)
     values (
       ${accountId}, 'Full brand', false, 'news@full.example', 'mail.full.example',
-      ${sql.json([{ id: '7d1c4a9e-3b2f-4c1a-9e8d-5f6a7b8c9d0e', name: 'Sendgrid' }, { id: '0b9e2d7c-1a3f-4e5d-8c9b-a1b2c3d4e5f6', name: 'Postmark' }])},
-      ${sql.json([{ id: 12, label: 'Finance' }, { id: 7, label: 'Travel' }])},
+      ${sql.json([
+        { id: '7d1c4a9e-3b2f-4c1a-9e8d-5f6a7b8c9d0e', name: 'Sendgrid' },
+        { id: '0b9e2d7c-1a3f-4e5d-8c9b-a1b2c3d4e5f6', name: 'Postmark' },
+      ])},
+      ${sql.json([
+        { id: 12, label: 'Finance' },
+        { id: 7, label: 'Travel' },
+      ])},
       '3f2504e0-4f89-41d3-9a0c-0305e82c3301', true
     )
     returning id, created_at`;
@@ -439,7 +459,11 @@ describe('GET /v1/brands/{brandId}', () => {
         { id: 12, label: 'Finance' },
         { id: 7, label: 'Travel' },
       ],
-      unsubscribeHandling: { type: 'Hosted', useListUnsubscribeHeader: true, unsubscribePageId: '3f2504e0-4f89-41d3-9a0c-0305e82c3301' },
+      unsubscribeHandling: {
+        type: 'Hosted',
+        useListUnsubscribeHeader: true,
+        unsubscribePageId: '3f2504e0-4f89-41d3-9a0c-0305e82c3301',
+      },
       createdAt: created_at.toISOString(),
     });
     expect(res.body.createdAt).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
@@ -461,7 +485,13 @@ describe('GET /v1/brands/{brandId}', () => {
   });
 
   test('a non-UUID id is 400 naming brandId', async () => {
-    for (const bad of ['123', 'not-a-uuid', `${a.ids.get('Plain')}0`, `urn:uuid:${a.ids.get('Plain')}`, `{${a.ids.get('Plain')}}`]) {
+    for (const bad of [
+      '123',
+      'not-a-uuid',
+      `${a.ids.get('Plain')}0`,
+      `urn:uuid:${a.ids.get('Plain')}`,
+      `{${a.ids.get('Plain')}}`,
+    ]) {
       const body = expectProblem(await a.get(`/v1/brands/${encodeURIComponent(bad)}`), 400, 'invalid_request_error');
       expect(body.errors).toEqual([{ detail: expect.any(String), parameter: 'brandId' }]);
     }

@@ -34,7 +34,13 @@ async function call(method: string, path: string, key: string, body?: unknown): 
   statements = [];
   const headers: Record<string, string> = { authorization: `Bearer ${key}` };
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await app.handle(new Request(`http://localhost${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) }));
+  const res = await app.handle(
+    new Request(`http://localhost${path}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+    }),
+  );
   const text = await res.text();
   return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined, sent: statements };
 }
@@ -113,16 +119,22 @@ describe('a change committed before a request is always seen (50 times each, cac
       ];
       for (const res of [get, post, patch]) expectProblem(res, 401, 'authentication_error');
     }
-    expect((await t.db.sql`select 1 from contacts where account_id = ${t.accountId} and attributes->>'city' = 'x'`).length).toBe(0);
+    expect(
+      (await t.db.sql`select 1 from contacts where account_id = ${t.accountId} and attributes->>'city' = 'x'`).length,
+    ).toBe(0);
   });
 
   test('a key revoked by SQL is 401 at once even when the request is malformed (401 before 400)', async () => {
     for (let i = 0; i < ROUNDS; i++) {
-      const { key, contact } = await warmKeyAndContact();
+      const { key } = await warmKeyAndContact();
       await t.db.sql`update api_keys set revoked_at = now() where id = ${uuidOfKey(key)}`;
       expectProblem(await call('POST', '/v1/contacts', key, { email: 'not an email' }), 401, 'authentication_error');
       expectProblem(await call('GET', '/v1/contacts/not-an-md5', key), 401, 'authentication_error');
-      expectProblem(await call('PATCH', `/v1/contacts/${md5('nobody@example.com')}`, key, { attributes: {} }), 401, 'authentication_error');
+      expectProblem(
+        await call('PATCH', `/v1/contacts/${md5('nobody@example.com')}`, key, { attributes: {} }),
+        401,
+        'authentication_error',
+      );
     }
   });
 
@@ -144,7 +156,11 @@ describe('a change committed before a request is always seen (50 times each, cac
       expectProblem(await call('GET', `/v1/contacts/${contact}`, key), 403, 'permission_error');
       expect((await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { city: 'ok' } })).status).toBe(200);
       await t.db.sql`update api_keys set secret_sha256 = sha256('other') where id = ${uuidOfKey(key)}`;
-      expectProblem(await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { city: 'no' } }), 401, 'authentication_error');
+      expectProblem(
+        await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { city: 'no' } }),
+        401,
+        'authentication_error',
+      );
     }
   });
 
@@ -162,12 +178,20 @@ describe('a change committed before a request is always seen (50 times each, cac
       expect(patched.status).toBe(200);
       expect(patched.body.attributes[name]).toBe(i);
       await t.db.sql`delete from schema_attributes where account_id = ${t.accountId} and name = ${name}`;
-      expectProblem(await call('POST', '/v1/contacts', key, { email: fresh(), attributes: { [name]: 1 } }), 400, 'invalid_request_error');
-      expectProblem(await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { [name]: 1 } }), 400, 'invalid_request_error');
+      expectProblem(
+        await call('POST', '/v1/contacts', key, { email: fresh(), attributes: { [name]: 1 } }),
+        400,
+        'invalid_request_error',
+      );
+      expectProblem(
+        await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { [name]: 1 } }),
+        400,
+        'invalid_request_error',
+      );
     }
   });
 
-  test('an attribute whose type is changed by SQL is read as the new type at once; GET renders the new schema', async () => {
+  test('an attribute whose type is changed by SQL is read as the new type at once; GET renders it so', async () => {
     const key = await createKey(t.db.sql, t.accountId);
     await createAttribute(t.db.sql, t.accountId, 'flip', 'string');
     const contact = await newContact(key);
@@ -179,7 +203,9 @@ describe('a change committed before a request is always seen (50 times each, cac
       expect(res.status).toBe(200);
       // Email-type attributes come with derived keys; text attributes do not.
       expect('flip:domain' in res.body.attributes).toBe(type === 'email');
-      expect('flip:domain' in (await call('GET', `/v1/contacts/${contact}`, key)).body.attributes).toBe(type === 'email');
+      expect('flip:domain' in (await call('GET', `/v1/contacts/${contact}`, key)).body.attributes).toBe(
+        type === 'email',
+      );
     }
   });
 });
@@ -187,8 +213,10 @@ describe('a change committed before a request is always seen (50 times each, cac
 describe('notifications keep the caches fresh', () => {
   /** The backend that LISTENs for the counted app. */
   const listenerPid = async () =>
-    (await t.db.sql<{ pid: number }[]>`
-      select pid from pg_stat_activity where datname = current_database() and query ilike 'listen%cache_invalidation%'`)[0]?.pid;
+    (
+      await t.db.sql<{ pid: number }[]>`
+      select pid from pg_stat_activity where datname = current_database() and query ilike 'listen%cache_invalidation%'`
+    )[0]?.pid;
 
   test('a revoked key is dropped from the cache without waiting for its TTL', async () => {
     const { key, contact } = await warmKeyAndContact();
@@ -211,7 +239,10 @@ describe('notifications keep the caches fresh', () => {
       const now = await listenerPid();
       return now !== undefined && now !== before;
     }, 'the listener reconnect');
-    await until(async () => (await call('GET', `/v1/contacts/${contact}`, key)).sent.some((q) => q.includes('from api_keys')), 'a full authentication');
+    await until(
+      async () => (await call('GET', `/v1/contacts/${contact}`, key)).sent.some((q) => q.includes('from api_keys')),
+      'a full authentication',
+    );
   });
 });
 

@@ -3,7 +3,7 @@ import { describe, expect, test } from 'bun:test';
 import { ConfigError, loadConfig } from '../src/config';
 
 describe('loadConfig', () => {
-  test('defaults: local storage, 100k batches, two merge batches in flight, migrations at start, the service name', () => {
+  test('defaults: local storage, 100k batches, two merge batches in flight, migrations at start, service name', () => {
     const c = loadConfig({});
     expect(c).toMatchObject({
       port: 3000,
@@ -20,14 +20,24 @@ describe('loadConfig', () => {
   });
 
   test('values are parsed, booleans in their spellings', () => {
-    const c = loadConfig({ MIGRATE_ON_START: 'no', APP_NAME: ' bench-api ', IMPORT_MERGE_CONCURRENCY: '1', S3_BUCKET: 'b' });
+    const c = loadConfig({
+      MIGRATE_ON_START: 'no',
+      APP_NAME: ' bench-api ',
+      IMPORT_MERGE_CONCURRENCY: '1',
+      S3_BUCKET: 'b',
+    });
     expect(c).toMatchObject({ migrateOnStart: false, appName: 'bench-api', importMergeConcurrency: 1 });
     expect(c.storage).toMatchObject({ driver: 's3', bucket: 'b', region: 'us-east-1' });
     expect(loadConfig({ MIGRATE_ON_START: 'TRUE' }).migrateOnStart).toBe(true);
   });
 
   test('a bad value is a ConfigError naming the variable', () => {
-    for (const [name, value] of [['MIGRATE_ON_START', 'sometimes'], ['IMPORT_MERGE_CONCURRENCY', '0'], ['PORT', 'x'], ['LOG_LEVEL', 'loud']] as const) {
+    for (const [name, value] of [
+      ['MIGRATE_ON_START', 'sometimes'],
+      ['IMPORT_MERGE_CONCURRENCY', '0'],
+      ['PORT', 'x'],
+      ['LOG_LEVEL', 'loud'],
+    ] as const) {
       const thrown = (() => {
         try {
           loadConfig({ [name]: value });

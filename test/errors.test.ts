@@ -23,7 +23,9 @@ beforeAll(async () => {
 afterAll(() => t.close());
 
 /** Sends a request to the probe app with the account's key. */
-async function probe(init: { body?: RequestInit['body']; headers?: Record<string, string>; key?: string | null; method?: string } = {}): Promise<Call> {
+async function probe(
+  init: { body?: RequestInit['body']; headers?: Record<string, string>; key?: string | null; method?: string } = {},
+): Promise<Call> {
   const headers = new Headers(init.headers);
   const key = init.key === undefined ? t.key : init.key;
   if (key !== null) headers.set('authorization', `Bearer ${key}`);
@@ -38,7 +40,9 @@ async function probe(init: { body?: RequestInit['body']; headers?: Record<string
   let body: unknown = text;
   try {
     body = text ? JSON.parse(text) : undefined;
-  } catch {}
+  } catch {
+    // not JSON: the body stays the text
+  }
   return { status: res.status, headers: res.headers, body };
 }
 
@@ -63,7 +67,7 @@ function streamOf(text: string, chunk = 256): ReadableStream<Uint8Array> {
 }
 
 describe('The problem envelope', () => {
-  test('a query fault: application/problem+json, type from DOCS_URL, status, title, detail, code, instance, errors[].parameter', async () => {
+  test('a query fault: problem+json, type, status, title, detail, code, instance, errors[].parameter', async () => {
     const res = await t.call('GET', '/v1/brands?pageSize=9');
     const body = expectProblem(res, 400, 'invalid_request_error');
     expect(res.headers.get('content-type')).toBe('application/problem+json');
@@ -94,7 +98,11 @@ describe('The problem envelope', () => {
   });
 
   test('a missing required body field points at the field', async () => {
-    const body = expectProblem(await probe({ body: JSON.stringify({ note: 'n' }), headers: json }), 400, 'invalid_request_error');
+    const body = expectProblem(
+      await probe({ body: JSON.stringify({ note: 'n' }), headers: json }),
+      400,
+      'invalid_request_error',
+    );
     expect(body.errors.map((e: { pointer: string }) => e.pointer)).toContain('/records');
     for (const e of body.errors) expect(e.parameter).toBeUndefined();
   });
@@ -151,8 +159,17 @@ describe('Malformed bodies', () => {
 
   test('a body that is not JSON by content type is 400 and says so', async () => {
     const valid = JSON.stringify({ records: ['ok'] });
-    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/xml']) {
-      const body = expectProblem(await probe({ body: valid, headers: { 'content-type': type } }), 400, 'invalid_request_error');
+    for (const type of [
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+      'application/xml',
+    ]) {
+      const body = expectProblem(
+        await probe({ body: valid, headers: { 'content-type': type } }),
+        400,
+        'invalid_request_error',
+      );
       expect(body.detail).toMatch(/Content-Type: application\/json/);
     }
   });
@@ -177,7 +194,11 @@ describe('Malformed bodies', () => {
 
   test('a body over the limit with Content-Length is 400 and names the limit', async () => {
     const raw = bodyOfSize(LIMIT + 1);
-    const body = expectProblem(await probe({ body: raw, headers: { ...json, 'content-length': String(LIMIT + 1) } }), 400, 'invalid_request_error');
+    const body = expectProblem(
+      await probe({ body: raw, headers: { ...json, 'content-length': String(LIMIT + 1) } }),
+      400,
+      'invalid_request_error',
+    );
     expect(body.detail).toContain(String(LIMIT));
   });
 
@@ -261,7 +282,11 @@ describe('No malformed request gets a 422 or a 5xx', () => {
     { name: 'a NUL byte', body: '{"records": ["a\u0000b"]}', headers: json },
     { name: 'a BOM', body: '\ufeff{"records": ["ok"]}', headers: json },
     { name: 'a proto key', body: '{"__proto__": {"x": 1}, "records": ["ok"]}', headers: json },
-    { name: 'binary', body: new Uint8Array([0, 1, 2, 3, 255]), headers: { 'content-type': 'application/octet-stream' } },
+    {
+      name: 'binary',
+      body: new Uint8Array([0, 1, 2, 3, 255]),
+      headers: { 'content-type': 'application/octet-stream' },
+    },
   ];
   for (const b of bodies) {
     test(`POST with ${b.name}`, async () => {

@@ -55,7 +55,10 @@ describe('GET /readyz', () => {
     const queue = (ping: () => Promise<unknown>) => ({ ping }) as unknown as NonNullable<Deps['queue']>;
     const up = await get(buildApp({ ...t.deps, queue: queue(async () => 'PONG') }), '/readyz');
     expect(up).toEqual({ status: 200, body: { status: 'ready', checks: { database: 'ok', redis: 'ok' } } });
-    const down = await get(buildApp({ ...t.deps, queue: queue(async () => Promise.reject(new Error('no redis'))) }), '/readyz');
+    const down = await get(
+      buildApp({ ...t.deps, queue: queue(async () => Promise.reject(new Error('no redis'))) }),
+      '/readyz',
+    );
     expect(down).toEqual({ status: 503, body: { status: 'not ready', checks: { database: 'ok', redis: 'down' } } });
   });
 });

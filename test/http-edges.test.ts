@@ -27,8 +27,16 @@ const get = (target: string, host?: string | null) => api.raw(httpRequest('GET',
 
 function expectProblem(answer: RawAnswer, status: number, code: string): any {
   const body = problemOf(answer);
-  if (answer.status !== status || body?.code !== code || body?.status !== status || body?.type !== `${DOCS_URL}/error-codes#${code}`) {
-    throw new Error(`expected ${status} ${code} problem, got ${answer.status} ${answer.headers.get('content-type')} ${answer.body.slice(0, 300)}`);
+  if (
+    answer.status !== status ||
+    body?.code !== code ||
+    body?.status !== status ||
+    body?.type !== `${DOCS_URL}/error-codes#${code}`
+  ) {
+    throw new Error(
+      `expected ${status} ${code} problem, got ${answer.status} ${answer.headers.get('content-type')} ` +
+        answer.body.slice(0, 300),
+    );
   }
   return body;
 }
@@ -38,15 +46,37 @@ describe('Host header', () => {
     const health = await api.raw(httpRequest('GET', '/healthz', { host: null, version: 'HTTP/1.0' }));
     expect(health.status).toBe(200);
     expect(JSON.parse(health.body)).toEqual({ status: 'ok' });
-    const unauth = expectProblem(await api.raw(httpRequest('GET', '/v1/brands', { host: null, version: 'HTTP/1.0' })), 401, 'authentication_error');
+    const unauth = expectProblem(
+      await api.raw(httpRequest('GET', '/v1/brands', { host: null, version: 'HTTP/1.0' })),
+      401,
+      'authentication_error',
+    );
     expect(unauth.instance).toBe('/v1/brands');
-    const listed = await api.raw(httpRequest('GET', '/v1/brands', { host: null, version: 'HTTP/1.0', headers: auth() }));
+    const listed = await api.raw(
+      httpRequest('GET', '/v1/brands', { host: null, version: 'HTTP/1.0', headers: auth() }),
+    );
     expect(listed.status).toBe(200);
-    expectProblem(await api.raw(httpRequest('GET', '/nowhere', { host: null, version: 'HTTP/1.0' })), 404, 'not_found_error');
+    expectProblem(
+      await api.raw(httpRequest('GET', '/nowhere', { host: null, version: 'HTTP/1.0' })),
+      404,
+      'not_found_error',
+    );
   });
 
   test('routing does not depend on the Host value: empty, short, odd or foreign', async () => {
-    for (const host of ['', 'x', 'x.y', 'a.b', '[::1]', 'localhost:1', 'api.example.com', 'a?b', 'a#b', 'a/b', 'LOCALHOST']) {
+    for (const host of [
+      '',
+      'x',
+      'x.y',
+      'a.b',
+      '[::1]',
+      'localhost:1',
+      'api.example.com',
+      'a?b',
+      'a#b',
+      'a/b',
+      'LOCALHOST',
+    ]) {
       const listed = await get('/v1/brands?pageSize=10', host);
       expect({ host, status: listed.status }).toEqual({ host, status: 200 });
       expect(JSON.parse(listed.body).data.map((b: { id: string }) => b.id)).toEqual([brandId]);
@@ -66,7 +96,11 @@ describe('Host header', () => {
 describe('Methods', () => {
   test('methods the runtime passes on but no route takes are a 404 problem', async () => {
     for (const method of ['PROPFIND', 'TRACE', 'QUERY', 'M-SEARCH', 'PURGE', 'MKCOL', 'CONNECT', 'OPTIONS']) {
-      const body = expectProblem(await api.raw(httpRequest(method, '/v1/brands', { headers: auth() })), 404, 'not_found_error');
+      const body = expectProblem(
+        await api.raw(httpRequest(method, '/v1/brands', { headers: auth() })),
+        404,
+        'not_found_error',
+      );
       expect(body.detail).toContain('No such route');
     }
   });
@@ -85,10 +119,19 @@ describe('Methods', () => {
 describe('Framing and header size (answered by the runtime before the app)', () => {
   test('broken framing is a 400 and the connection is closed; never a 5xx', async () => {
     const cases = [
-      httpRequest('POST', '/v1/contacts', { headers: { ...auth(), 'Content-Length': '5', 'Transfer-Encoding': 'chunked' }, body: '0\r\n\r\n' }),
+      httpRequest('POST', '/v1/contacts', {
+        headers: { ...auth(), 'Content-Length': '5', 'Transfer-Encoding': 'chunked' },
+        body: '0\r\n\r\n',
+      }),
       httpRequest('POST', '/v1/contacts', { headers: { ...auth(), 'Content-Length': 'abc' }, body: '{}' }),
-      httpRequest('POST', '/v1/contacts', { headers: { ...auth(), 'Content-Length': '2', 'content-length': '3' }, body: '{}' }),
-      httpRequest('POST', '/v1/contacts', { headers: { ...auth(), 'Transfer-Encoding': 'chunked' }, body: 'zz\r\n{}\r\n0\r\n\r\n' }),
+      httpRequest('POST', '/v1/contacts', {
+        headers: { ...auth(), 'Content-Length': '2', 'content-length': '3' },
+        body: '{}',
+      }),
+      httpRequest('POST', '/v1/contacts', {
+        headers: { ...auth(), 'Transfer-Encoding': 'chunked' },
+        body: 'zz\r\n{}\r\n0\r\n\r\n',
+      }),
       httpRequest('GET', '/v1/brands', { host: null }),
       Buffer.from('HELLO\r\n\r\n'),
       Buffer.from('GET /v1/brands HTTP/1.1\r\nHost: localhost\r\nBad Header\r\n\r\n'),
@@ -100,18 +143,32 @@ describe('Framing and header size (answered by the runtime before the app)', () 
   });
 
   test('oversized headers and request lines are a 431', async () => {
-    expect((await api.raw(httpRequest('GET', '/v1/brands', { headers: { ...auth(), 'X-Big': 'a'.repeat(100_000) } }))).status).toBe(431);
-    expect((await api.raw(httpRequest('GET', `/v1/brands/${'a'.repeat(100_000)}`, { headers: auth() }))).status).toBe(431);
+    expect(
+      (await api.raw(httpRequest('GET', '/v1/brands', { headers: { ...auth(), 'X-Big': 'a'.repeat(100_000) } })))
+        .status,
+    ).toBe(431);
+    expect((await api.raw(httpRequest('GET', `/v1/brands/${'a'.repeat(100_000)}`, { headers: auth() }))).status).toBe(
+      431,
+    );
   });
 });
 
 describe('Query integers are plain decimal digits', () => {
-  const lists = () => ['/v1/brands', '/v1/suppression-lists', `/v1/suppression-lists/${listId}/imports`, '/v1/contact-imports'];
+  const lists = () => [
+    '/v1/brands',
+    '/v1/suppression-lists',
+    `/v1/suppression-lists/${listId}/imports`,
+    '/v1/contact-imports',
+  ];
   for (const value of ['0x10', '1e1', '%2B1', '%201', '1%20', '1.0', '0b1', '1_0', '１']) {
     test(`${value} is a 400 naming the parameter on every list endpoint`, async () => {
       for (const path of lists()) {
         for (const parameter of ['page', 'pageSize']) {
-          const body = expectProblem(await get(`${path}?${parameter}=${encodeURI(value).replaceAll('%25', '%')}`), 400, 'invalid_request_error');
+          const body = expectProblem(
+            await get(`${path}?${parameter}=${encodeURI(value).replaceAll('%25', '%')}`),
+            400,
+            'invalid_request_error',
+          );
           expect({ path, errors: body.errors }).toEqual({ path, errors: [{ detail: expect.any(String), parameter }] });
         }
       }
@@ -130,7 +187,9 @@ describe('Query integers are plain decimal digits', () => {
 describe('Unknown query parameters on every /v1 route', () => {
   test('the routes left to check their own query are exactly those that declare a query schema', () => {
     const app = buildApp(api.deps);
-    const declared = app.routes.filter((r) => (r.hooks as { query?: unknown } | undefined)?.query).map((r) => `${r.method} ${r.path}`);
+    const declared = app.routes
+      .filter((r) => (r.hooks as { query?: unknown } | undefined)?.query)
+      .map((r) => `${r.method} ${r.path}`);
     expect(new Set(declared)).toEqual(new Set(ROUTES_WITH_QUERY));
   });
 
@@ -158,8 +217,18 @@ describe('Unknown query parameters on every /v1 route', () => {
       const headers = { ...auth(), ...(body && { 'Content-Type': 'application/json' }) };
       const res = await api.raw(httpRequest(method, `${path}?fields=email`, { headers, body }));
       const problem = expectProblem(res, 400, 'invalid_request_error');
-      expect({ method, path, errors: problem.errors }).toEqual({ method, path, errors: [{ detail: expect.any(String), parameter: 'fields' }] });
-      expectProblem(await api.raw(httpRequest(method, `${path}?fields=email`, { headers: { ...headers, Authorization: 'Bearer nope' }, body })), 401, 'authentication_error');
+      expect({ method, path, errors: problem.errors }).toEqual({
+        method,
+        path,
+        errors: [{ detail: expect.any(String), parameter: 'fields' }],
+      });
+      expectProblem(
+        await api.raw(
+          httpRequest(method, `${path}?fields=email`, { headers: { ...headers, Authorization: 'Bearer nope' }, body }),
+        ),
+        401,
+        'authentication_error',
+      );
     }
     // HEAD is answered by the GET route, query included.
     expect((await api.raw(httpRequest('HEAD', '/v1/brands?pageSize=10', { headers: auth() }))).status).toBe(200);
@@ -174,8 +243,14 @@ describe('Unknown query parameters on every /v1 route', () => {
 
 describe('JSON bodies are UTF-8', () => {
   test('invalid UTF-8 in a JSON body is a 400 invalid_request_error, not U+FFFD', async () => {
-    const bytes = Buffer.concat([Buffer.from('{"email":"u@example.com","attributes":{"firstName":"Ann'), Buffer.from([0xff, 0xfe]), Buffer.from('"}}')]);
-    const res = await api.raw(httpRequest('POST', '/v1/contacts', { headers: { ...auth(), 'Content-Type': 'application/json' }, body: bytes }));
+    const bytes = Buffer.concat([
+      Buffer.from('{"email":"u@example.com","attributes":{"firstName":"Ann'),
+      Buffer.from([0xff, 0xfe]),
+      Buffer.from('"}}'),
+    ]);
+    const res = await api.raw(
+      httpRequest('POST', '/v1/contacts', { headers: { ...auth(), 'Content-Type': 'application/json' }, body: bytes }),
+    );
     const body = expectProblem(res, 400, 'invalid_request_error');
     expect(body.detail).toContain('UTF-8');
     const [row] = await api.db.sql`select count(*)::int as n from contacts`;
@@ -184,7 +259,9 @@ describe('JSON bodies are UTF-8', () => {
 
   test('valid UTF-8, a leading BOM included, is read', async () => {
     const body = '\ufeff{"email":"v@example.com","attributes":{"firstName":"Zoë 🐘"}}';
-    const res = await api.raw(httpRequest('POST', '/v1/contacts', { headers: { ...auth(), 'Content-Type': 'application/json' }, body }));
+    const res = await api.raw(
+      httpRequest('POST', '/v1/contacts', { headers: { ...auth(), 'Content-Type': 'application/json' }, body }),
+    );
     expect(res.status).toBe(201);
     expect(JSON.parse(res.body).attributes.firstName).toBe('Zoë 🐘');
   });
@@ -194,7 +271,10 @@ describe('Upload links', () => {
   async function uploadUrl(): Promise<string> {
     await api.db.sql`delete from contact_imports`;
     const res = await api.raw(
-      httpRequest('POST', '/v1/contact-imports', { headers: { ...auth(), 'Content-Type': 'application/json' }, body: '{"columns":["Email"],"duplicateContactStrategy":"overwrite"}' }),
+      httpRequest('POST', '/v1/contact-imports', {
+        headers: { ...auth(), 'Content-Type': 'application/json' },
+        body: '{"columns":["Email"],"duplicateContactStrategy":"overwrite"}',
+      }),
     );
     expect(res.status).toBe(201);
     return new URL(JSON.parse(res.body).uploadUrl).pathname;
@@ -209,7 +289,12 @@ describe('Upload links', () => {
     const group = Math.floor(alphabet.indexOf(last) / 4) * 4;
     const twin = alphabet[group + ((alphabet.indexOf(last) + 1) % 4)]!;
     const [payload] = token.split('.');
-    for (const spelling of [`${token.slice(0, -1)}${twin}`, `${token}=`, `${payload}=.${token.split('.')[1]}`, `${token.slice(0, -1)}%${last.charCodeAt(0).toString(16)}`]) {
+    for (const spelling of [
+      `${token.slice(0, -1)}${twin}`,
+      `${token}=`,
+      `${payload}=.${token.split('.')[1]}`,
+      `${token.slice(0, -1)}%${last.charCodeAt(0).toString(16)}`,
+    ]) {
       const res = await api.raw(httpRequest('PUT', `/uploads/${spelling}`, { body: 'Email\na@example.com\n' }));
       expect({ spelling, status: res.status }).toEqual({ spelling, status: 403 });
       expect(res.body).toContain('<Code>AccessDenied</Code>');

@@ -18,11 +18,22 @@ beforeAll(async () => {
   const sql = api.db.sql;
   const brandId = await createBrand(sql, api.accountId, 'Corpus brand');
   const listId = await createSuppressionList(sql, api.accountId, 'Corpus list', 'plain text');
-  for (const [name, type] of [['firstName', 'string'], ['age', 'number'], ['vip', 'boolean'], ['tags', 'array'], ['contactEmail', 'email']]) {
+  for (const [name, type] of [
+    ['firstName', 'string'],
+    ['age', 'number'],
+    ['vip', 'boolean'],
+    ['tags', 'array'],
+    ['contactEmail', 'email'],
+  ]) {
     await createAttribute(sql, api.accountId, name!, type!);
   }
   const keyWithout = {} as Record<Scope, string>;
-  for (const scope of ALL_SCOPES) keyWithout[scope] = await createKey(sql, api.accountId, ALL_SCOPES.filter((s) => s !== scope));
+  for (const scope of ALL_SCOPES)
+    keyWithout[scope] = await createKey(
+      sql,
+      api.accountId,
+      ALL_SCOPES.filter((s) => s !== scope),
+    );
   const revokedKey = await createKey(sql, api.accountId);
   await sql`update api_keys set revoked_at = now() where id = ${revokedKey.split('_')[1]!}`;
   const suspended = await createAccount(sql, 'Suspended corpus account');
@@ -36,7 +47,9 @@ beforeAll(async () => {
     body: JSON.stringify({ columns: ['Email'], duplicateContactStrategy: 'overwrite' }),
   });
   expect(created.status).toBe(201);
-  const uploadToken = new URL(((await created.json()) as { uploadUrl: string }).uploadUrl).pathname.slice('/uploads/'.length);
+  const uploadToken = new URL(((await created.json()) as { uploadUrl: string }).uploadUrl).pathname.slice(
+    '/uploads/'.length,
+  );
   const ctx: CorpusContext = {
     key: api.key,
     keyWithout,
@@ -80,25 +93,39 @@ function mismatch(expected: Expected, a: RawAnswer): string | undefined {
   switch (expected.kind) {
     case 'problem': {
       const p = problemOf(a);
-      if (a.status !== expected.status || p?.code !== expected.code || p?.status !== expected.status || p?.type !== `${DOCS_URL}/error-codes#${expected.code}`) {
+      if (
+        a.status !== expected.status ||
+        p?.code !== expected.code ||
+        p?.status !== expected.status ||
+        p?.type !== `${DOCS_URL}/error-codes#${expected.code}`
+      ) {
         return `expected ${expected.status} ${expected.code}, got ${got}`;
       }
       if (typeof p.title !== 'string' || typeof p.detail !== 'string') return `incomplete problem: ${got}`;
       const errors: Array<{ pointer?: string; parameter?: string }> = p.errors ?? [];
       const ptr = expected.pointer;
-      if (ptr !== undefined && !errors.some((e) => e.pointer === ptr || (ptr !== '' && e.pointer?.startsWith(`${ptr}/`)))) return `expected pointer ${ptr}, got ${got}`;
-      if (expected.parameter !== undefined && !errors.some((e) => e.parameter === expected.parameter)) return `expected parameter ${expected.parameter}, got ${got}`;
+      if (
+        ptr !== undefined &&
+        !errors.some((e) => e.pointer === ptr || (ptr !== '' && e.pointer?.startsWith(`${ptr}/`)))
+      )
+        return `expected pointer ${ptr}, got ${got}`;
+      if (expected.parameter !== undefined && !errors.some((e) => e.parameter === expected.parameter))
+        return `expected parameter ${expected.parameter}, got ${got}`;
       return undefined;
     }
     case 'ok':
       return a.status === expected.status ? undefined : `expected ${expected.status}, got ${got}`;
     case 's3':
-      return a.status === expected.status && a.headers.get('content-type') === 'application/xml' && a.body.includes(`<Code>${expected.code}</Code>`)
+      return a.status === expected.status &&
+        a.headers.get('content-type') === 'application/xml' &&
+        a.body.includes(`<Code>${expected.code}</Code>`)
         ? undefined
         : `expected ${expected.status} ${expected.code} XML, got ${got}`;
     case 'runtime':
       if (expected.status === 0) return a.bytes === 0 ? undefined : `expected a closed connection, got ${got}`;
-      return a.status === expected.status && a.body === '' ? undefined : `expected the runtime's empty ${expected.status}, got ${got}`;
+      return a.status === expected.status && a.body === ''
+        ? undefined
+        : `expected the runtime's empty ${expected.status}, got ${got}`;
   }
 }
 
@@ -111,12 +138,16 @@ describe('The malformed-request corpus', () => {
   });
 
   test('no request the app answers gets a 5xx', () => {
-    const fives = corpus.filter((c) => c.expected.kind !== 'runtime' && answers.get(c)!.status >= 500).map((c) => `${c.group}: ${c.name} → ${answers.get(c)!.body.slice(0, 200)}`);
+    const fives = corpus
+      .filter((c) => c.expected.kind !== 'runtime' && answers.get(c)!.status >= 500)
+      .map((c) => `${c.group}: ${c.name} → ${answers.get(c)!.body.slice(0, 200)}`);
     expect(fives).toEqual([]);
   });
 
   test('no connection is dropped but those the runtime refuses before the app (unknown methods)', () => {
-    const dropped = corpus.filter((c) => answers.get(c)!.bytes === 0 && !(c.expected.kind === 'runtime' && c.expected.status === 0)).map((c) => `${c.group}: ${c.name}`);
+    const dropped = corpus
+      .filter((c) => answers.get(c)!.bytes === 0 && !(c.expected.kind === 'runtime' && c.expected.status === 0))
+      .map((c) => `${c.group}: ${c.name}`);
     expect(dropped).toEqual([]);
   });
 

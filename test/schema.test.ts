@@ -71,7 +71,11 @@ describe('GET /v1/contact-schema', () => {
     await createAttribute(t.db.sql, b.id, 'theirs', 'string');
     await createAttribute(t.db.sql, a.id, 'mine', 'string');
     expect((await a.schema()).body.attributes.map((x: { name: string }) => x.name)).toEqual(['Email', 'Brand', 'mine']);
-    expect((await b.schema()).body.attributes.map((x: { name: string }) => x.name)).toEqual(['Email', 'Brand', 'theirs']);
+    expect((await b.schema()).body.attributes.map((x: { name: string }) => x.name)).toEqual([
+      'Email',
+      'Brand',
+      'theirs',
+    ]);
   });
 
   test('needs a key (401) with the contacts:read scope (403)', async () => {

@@ -46,13 +46,21 @@ test('npm start restarts a SIGKILLed worker and API and says why; SIGTERM stops 
   const base = `http://localhost:${port}`;
   const proc = Bun.spawn([process.execPath, 'src/cli/start.ts'], {
     cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: bed.databaseUrl, REDIS_URL: bed.redisUrl, PORT: String(port), DATA_DIR: join(bed.dataDir, 'start'), LOG_LEVEL: 'info' },
+    env: {
+      ...process.env,
+      DATABASE_URL: bed.databaseUrl,
+      REDIS_URL: bed.redisUrl,
+      PORT: String(port),
+      DATA_DIR: join(bed.dataDir, 'start'),
+      LOG_LEVEL: 'info',
+    },
     stdin: 'ignore',
     stdout: 'pipe',
     stderr: 'pipe',
   });
   const log = capture(proc);
-  const pidOf = (name: string) => Number([...log.text.matchAll(new RegExp(`\\[start\\] ${name} started \\(pid (\\d+)\\)`, 'g'))].at(-1)?.[1] ?? NaN);
+  const pidOf = (name: string) =>
+    Number([...log.text.matchAll(new RegExp(`\\[start\\] ${name} started \\(pid (\\d+)\\)`, 'g'))].at(-1)?.[1] ?? NaN);
   const seen = new Set<number>();
   try {
     await until('the stack to be up', async () => log.text.includes('Contact service is up.'), 60_000);
@@ -64,19 +72,32 @@ test('npm start restarts a SIGKILLed worker and API and says why; SIGTERM stops 
       const first = pidOf(name);
       seen.add(first);
       process.kill(first, 'SIGKILL');
-      const next = await until(`${name} restarted`, async () => (pidOf(name) !== first ? pidOf(name) : undefined), 30_000);
+      const next = await until(
+        `${name} restarted`,
+        async () => (pidOf(name) !== first ? pidOf(name) : undefined),
+        30_000,
+      );
       seen.add(next);
       expect(log.text).toContain(`${name} (pid ${first}) died: killed by SIGKILL`);
       expect(alive(next)).toBe(true);
     }
     await until('the restarted API to answer', async () => (await fetch(`${base}/healthz`)).ok, 30_000);
-    await until('the restarted worker to run', async () => log.text.split('"msg":"worker started"').length - 1 >= 2, 30_000);
+    await until(
+      'the restarted worker to run',
+      async () => log.text.split('"msg":"worker started"').length - 1 >= 2,
+      30_000,
+    );
     expect(alive(proc.pid)).toBe(true);
 
     proc.kill('SIGTERM');
     expect(await proc.exited).toBe(0);
     for (const pid of seen) expect(alive(pid)).toBe(false);
-    expect(await fetch(`${base}/healthz`).then(() => 'answered', () => 'refused')).toBe('refused');
+    expect(
+      await fetch(`${base}/healthz`).then(
+        () => 'answered',
+        () => 'refused',
+      ),
+    ).toBe('refused');
   } finally {
     if (proc.exitCode === null) proc.kill('SIGKILL');
     for (const pid of seen) if (alive(pid)) process.kill(pid, 'SIGKILL');

@@ -25,7 +25,9 @@ async function account() {
 
 /** Sets a list's timestamps, so that orders do not depend on insert timing. */
 async function stamp(id: string, createdAt: string, updatedAt: string) {
-  await t.db.sql`update suppression_lists set created_at = ${createdAt}::timestamptz, updated_at = ${updatedAt}::timestamptz where id = ${id}`;
+  await t.db.sql`
+      update suppression_lists set created_at = ${createdAt}::timestamptz, updated_at = ${updatedAt}::timestamptz
+      where id = ${id}`;
 }
 
 describe('GET /v1/suppression-lists: sort', () => {
@@ -77,14 +79,23 @@ describe('GET /v1/suppression-lists: sort', () => {
     // and pages of size 10 over the tie never overlap
     const many = await account();
     for (let i = 0; i < 15; i++) await createSuppressionList(t.db.sql, many.id, 'Tie', 'md5');
-    await t.db.sql`update suppression_lists set created_at = '2024-01-01', updated_at = '2024-01-01' where account_id = ${many.id}`;
-    const pages = [...(await many.ids('sort=createdAt&pageSize=10')), ...(await many.ids('sort=createdAt&pageSize=10&page=2'))];
+    await t.db.sql`
+        update suppression_lists set created_at = '2024-01-01', updated_at = '2024-01-01'
+        where account_id = ${many.id}`;
+    const pages = [
+      ...(await many.ids('sort=createdAt&pageSize=10')),
+      ...(await many.ids('sort=createdAt&pageSize=10&page=2')),
+    ];
     expect(new Set(pages).size).toBe(15);
   });
 
   test('any other sort is 400 naming sort', async () => {
     for (const sort of ['id', 'recordCount', 'NAME', '-', 'name,createdAt', '']) {
-      const body = expectProblem(await a.get(`/v1/suppression-lists?sort=${encodeURIComponent(sort)}`), 400, 'invalid_request_error');
+      const body = expectProblem(
+        await a.get(`/v1/suppression-lists?sort=${encodeURIComponent(sort)}`),
+        400,
+        'invalid_request_error',
+      );
       expect(body.errors[0].parameter).toBe('sort');
     }
   });
@@ -139,7 +150,8 @@ describe('GET /v1/suppression-lists: pagination', () => {
   let all: string[];
   beforeAll(async () => {
     a = await account();
-    for (let i = 0; i < 23; i++) await createSuppressionList(t.db.sql, a.id, `List ${String(i).padStart(2, '0')}`, 'md5');
+    for (let i = 0; i < 23; i++)
+      await createSuppressionList(t.db.sql, a.id, `List ${String(i).padStart(2, '0')}`, 'md5');
     all = await a.ids('');
   });
 
@@ -217,7 +229,11 @@ describe('GET /v1/suppression-lists/{suppressionListId}', () => {
     const a = await account();
     const id = await createSuppressionList(t.db.sql, a.id, 'x', 'md5');
     for (const bad of ['42', 'list', `${id}x`, `urn:uuid:${id}`]) {
-      const body = expectProblem(await a.get(`/v1/suppression-lists/${encodeURIComponent(bad)}`), 400, 'invalid_request_error');
+      const body = expectProblem(
+        await a.get(`/v1/suppression-lists/${encodeURIComponent(bad)}`),
+        400,
+        'invalid_request_error',
+      );
       expect(body.errors).toEqual([{ detail: expect.any(String), parameter: 'suppressionListId' }]);
     }
   });

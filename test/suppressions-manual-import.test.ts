@@ -40,12 +40,15 @@ async function fileOf(content: string | Buffer): Promise<string> {
   return path;
 }
 
-const newList = (format: 'plain text' | 'md5' | 'sha512') => createSuppressionList(t.db.sql, t.accountId, `list ${crypto.randomUUID()}`, format);
-const run = (listId: string, file: string) => runManualSuppressionImport(t.db.sql, { accountId: t.accountId, listId, file });
+const newList = (format: 'plain text' | 'md5' | 'sha512') =>
+  createSuppressionList(t.db.sql, t.accountId, `list ${crypto.randomUUID()}`, format);
+const run = (listId: string, file: string) =>
+  runManualSuppressionImport(t.db.sql, { accountId: t.accountId, listId, file });
 
 async function stored(listId: string): Promise<string[]> {
   const rows = await t.db.sql<{ v: string }[]>`
-    select encode(value, 'hex') as v from suppression_records where account_id = ${t.accountId} and list_id = ${listId} order by value`;
+    select encode(value, 'hex') as v from suppression_records
+    where account_id = ${t.accountId} and list_id = ${listId} order by value`;
   return rows.map((r) => r.v);
 }
 
@@ -71,7 +74,13 @@ describe('runManualSuppressionImport: md5 file', () => {
       ].join('\n'),
     );
     const result = await run(list, file);
-    expect(result).toEqual({ id: expect.any(String), totalCount: 6, addedCount: 4, duplicateCount: 2, malformedCount: 3 });
+    expect(result).toEqual({
+      id: expect.any(String),
+      totalCount: 6,
+      addedCount: 4,
+      duplicateCount: 2,
+      malformedCount: 3,
+    });
     expect(await stored(list)).toEqual([a, b, c, d, e].sort());
     const listBody = (await t.call('GET', `/v1/suppression-lists/${list}`)).body;
     expect(listBody.recordCount).toBe(5);
@@ -113,8 +122,18 @@ describe('runManualSuppressionImport: into an empty list and again', () => {
     const list = await newList('md5');
     const lines = Array.from({ length: 5000 }, (_, i) => md5(String(i % 4000)));
     const file = await fileOf(lines.join('\n'));
-    expect(await run(list, file)).toMatchObject({ totalCount: 5000, addedCount: 4000, duplicateCount: 1000, malformedCount: 0 });
-    expect(await run(list, file)).toMatchObject({ totalCount: 5000, addedCount: 0, duplicateCount: 5000, malformedCount: 0 });
+    expect(await run(list, file)).toMatchObject({
+      totalCount: 5000,
+      addedCount: 4000,
+      duplicateCount: 1000,
+      malformedCount: 0,
+    });
+    expect(await run(list, file)).toMatchObject({
+      totalCount: 5000,
+      addedCount: 0,
+      duplicateCount: 5000,
+      malformedCount: 0,
+    });
     const expected = Array.from({ length: 4000 }, (_, i) => md5(String(i))).sort();
     expect(await stored(list)).toEqual(expected);
     expect((await t.call('GET', `/v1/suppression-lists/${list}`)).body.recordCount).toBe(4000);
@@ -131,7 +150,10 @@ describe('runManualSuppressionImport: other formats', () => {
 
   test('plain text: addresses trimmed and lowercased, the CSV first column, invalid ones malformed', async () => {
     const list = await newList('plain text');
-    const file = await fileOf('email,name\r\n Ann@Example.com ,Ann\r\n"bob@example.org","Bob, Jr"\r\nann@example.COM\r\nnot an address\r\nx@localhost\r\n');
+    const file = await fileOf(
+      'email,name\r\n Ann@Example.com ,Ann\r\n"bob@example.org","Bob, Jr"\r\n' +
+        'ann@example.COM\r\nnot an address\r\nx@localhost\r\n',
+    );
     const result = await run(list, file);
     expect(result).toMatchObject({ totalCount: 3, addedCount: 2, duplicateCount: 1, malformedCount: 3 });
     const values = (await stored(list)).map((h) => Buffer.from(h, 'hex').toString('utf8')).sort();
@@ -146,10 +168,14 @@ describe('runManualSuppressionImport: one import at a time', () => {
     const released = new Promise<void>((r) => (release = r));
     let started!: () => void;
     const running = new Promise<void>((r) => (started = r));
-    const holder = holdList(t.db.sql, { accountId: t.accountId, listId: list, method: 'api', estimatedSeconds: 1, describeFailure: () => 'x' }, async () => {
-      started();
-      await released;
-    });
+    const holder = holdList(
+      t.db.sql,
+      { accountId: t.accountId, listId: list, method: 'api', estimatedSeconds: 1, describeFailure: () => 'x' },
+      async () => {
+        started();
+        await released;
+      },
+    );
     await running;
     try {
       const error = await run(list, await fileOf(`${md5('a')}\n`)).catch((e: unknown) => e);
@@ -165,7 +191,7 @@ describe('runManualSuppressionImport: one import at a time', () => {
     expect(hist.map((i: { method: string }) => i.method)).toEqual(['api']);
   });
 
-  test('while a manual import runs, add-records gets a 409 with Retry-After and the import shows importing', async () => {
+  test('while a manual import runs, add-records gets a 409 with Retry-After; the import shows importing', async () => {
     const list = await newList('md5');
     // A named pipe: the import reads it, and runs, until the test closes it.
     const fifo = join(dir, `fifo${files++}`);
@@ -187,7 +213,9 @@ describe('runManualSuppressionImport: one import at a time', () => {
     const result = await importing;
     expect(result).toMatchObject({ id: running!.id, totalCount: 2, addedCount: 2 });
     expect(await stored(list)).toEqual([md5('first'), md5('second')].sort());
-    expect((await t.call('POST', `/v1/suppression-lists/${list}/records`, { body: { records: [md5('api')] } })).status).toBe(200);
+    expect(
+      (await t.call('POST', `/v1/suppression-lists/${list}/records`, { body: { records: [md5('api')] } })).status,
+    ).toBe(200);
   });
 
   /** Starts an import reading a named pipe; resolves to its outcome. */
@@ -212,9 +240,14 @@ describe('runManualSuppressionImport: one import at a time', () => {
   }
 
   async function expectFailedAndFree(list: string, record: string) {
-    expect((await t.call('POST', `/v1/suppression-lists/${list}/records`, { body: { records: [record] } })).status).toBe(200);
+    expect(
+      (await t.call('POST', `/v1/suppression-lists/${list}/records`, { body: { records: [record] } })).status,
+    ).toBe(200);
     const hist = (await t.call('GET', `/v1/suppression-lists/${list}/imports`)).body.data;
-    expect(hist.map((i: { method: string; status: string }) => `${i.method} ${i.status}`)).toEqual(['api completed', 'manual failed']);
+    expect(hist.map((i: { method: string; status: string }) => `${i.method} ${i.status}`)).toEqual([
+      'api completed',
+      'manual failed',
+    ]);
     expect((await t.call('GET', `/v1/suppression-lists/${list}`)).body.recordCount).toBe(1);
   }
 
@@ -242,7 +275,8 @@ describe('runManualSuppressionImport: one import at a time', () => {
     const list = await newList('plain text');
     const { outcome, writer } = await importFromPipe(list, 'lost@example.com');
     const pid = await pidOf(`
-      select pid from pg_stat_activity where datname = current_database() and query ilike 'copy suppression_import_staging%'`).catch((e) => {
+      select pid from pg_stat_activity
+      where datname = current_database() and query ilike 'copy suppression_import_staging%'`).catch((e) => {
       writer.end(); // never leave the import waiting on the pipe for the rest of the file
       throw e;
     });
@@ -258,7 +292,11 @@ describe('runManualSuppressionImport: one import at a time', () => {
 describe('runManualSuppressionImport: refusals before anything starts', () => {
   test('an unknown list is not_found, an unreadable file a clear error; no import is recorded', async () => {
     const list = await newList('md5');
-    const missing = await runManualSuppressionImport(t.db.sql, { accountId: t.accountId, listId: NOBODY, file: await fileOf('x\n') }).catch((e: unknown) => e);
+    const missing = await runManualSuppressionImport(t.db.sql, {
+      accountId: t.accountId,
+      listId: NOBODY,
+      file: await fileOf('x\n'),
+    }).catch((e: unknown) => e);
     expect((missing as ApiError).code).toBe('not_found_error');
     await expect(run(list, join(dir, 'nope.csv'))).rejects.toThrow(/cannot read .*nope\.csv/);
     await expect(run(list, dir)).rejects.toThrow(/directory/);
@@ -269,7 +307,11 @@ describe('runManualSuppressionImport: refusals before anything starts', () => {
 describe('suppressionImportCommand (admin CLI)', () => {
   test('imports and returns the id and counts', async () => {
     const list = await newList('md5');
-    const out = await suppressionImportCommand(t.db.sql, { account: t.accountId.toUpperCase(), list, file: await fileOf(`${md5('1')}\n${md5('2')}\nbad\n`) });
+    const out = await suppressionImportCommand(t.db.sql, {
+      account: t.accountId.toUpperCase(),
+      list,
+      file: await fileOf(`${md5('1')}\n${md5('2')}\nbad\n`),
+    });
     expect(out).toEqual({ id: expect.any(String), totalCount: 2, addedCount: 2, duplicateCount: 0, malformedCount: 1 });
   });
 
@@ -290,7 +332,14 @@ describe('suppressionImportCommand (admin CLI)', () => {
     expect(() => command.prepare(['--account', NOBODY, '--list', NOBODY])).toThrow(UsageError);
     expect(() => command.prepare(['--account', NOBODY, '--list', 'x', '--file', 'f'])).toThrow(/--list must be a uuid/);
     const list = await newList('sha512');
-    const work = command.prepare(['--account', t.accountId, '--list', list, '--file', await fileOf(`${sha512('x')}\n`)]);
+    const work = command.prepare([
+      '--account',
+      t.accountId,
+      '--list',
+      list,
+      '--file',
+      await fileOf(`${sha512('x')}\n`),
+    ]);
     expect(await work(t.db.sql)).toMatchObject({ totalCount: 1, addedCount: 1 });
   });
 
@@ -299,12 +348,18 @@ describe('suppressionImportCommand (admin CLI)', () => {
     const theirs = await createSuppressionList(t.db.sql, other, 'theirs', 'md5');
     const file = await fileOf(`${md5('1')}\n`);
     for (const list of [NOBODY, theirs]) {
-      const error = await suppressionImportCommand(t.db.sql, { account: t.accountId, list, file }).catch((e: unknown) => e);
+      const error = await suppressionImportCommand(t.db.sql, { account: t.accountId, list, file }).catch(
+        (e: unknown) => e,
+      );
       expect(error).toBeInstanceOf(AdminError);
       expect((error as Error).message).toContain(list);
     }
     const mine = await newList('md5');
-    const unreadable = await suppressionImportCommand(t.db.sql, { account: t.accountId, list: mine, file: join(dir, 'missing') }).catch((e: unknown) => e);
+    const unreadable = await suppressionImportCommand(t.db.sql, {
+      account: t.accountId,
+      list: mine,
+      file: join(dir, 'missing'),
+    }).catch((e: unknown) => e);
     expect(unreadable).toBeInstanceOf(AdminError);
     expect((unreadable as Error).message).toMatch(/cannot read/);
   });
@@ -328,7 +383,9 @@ describe('copyInto', () => {
       }
       await conn`create temp table copy_probe (v bytea)`;
       const attempt = transaction(conn, async () => {
-        await conn`insert into suppression_records (account_id, list_id, value) values (${t.accountId}, ${list}, ${Buffer.alloc(16, 1)})`;
+        await conn`
+          insert into suppression_records (account_id, list_id, value)
+          values (${t.accountId}, ${list}, ${Buffer.alloc(16, 1)})`;
         await copyInto(t.db.sql, conn, conn`copy copy_probe (v) from stdin (format binary)`, failing());
       });
       await expect(attempt).rejects.toThrow('source failed');
@@ -347,12 +404,26 @@ describe('copyInto: a COPY the server refuses', () => {
     const conn = (await t.db.sql.reserve()) as Conn;
     try {
       const value = createHash('md5').update('twice').digest();
-      const row = Buffer.concat([Buffer.from([0, 3, 0, 0, 0, 16]), Buffer.from(t.accountId.replaceAll('-', ''), 'hex'), Buffer.from([0, 0, 0, 16]), Buffer.from(list.replaceAll('-', ''), 'hex'), Buffer.from([0, 0, 0, 16]), value]);
+      const row = Buffer.concat([
+        Buffer.from([0, 3, 0, 0, 0, 16]),
+        Buffer.from(t.accountId.replaceAll('-', ''), 'hex'),
+        Buffer.from([0, 0, 0, 16]),
+        Buffer.from(list.replaceAll('-', ''), 'hex'),
+        Buffer.from([0, 0, 0, 16]),
+        value,
+      ]);
       const attempt = transaction(conn, async () => {
         // The same record twice: the primary key refuses the second after the stream has ended.
-        await copyInto(t.db.sql, conn, conn`copy suppression_records (account_id, list_id, value) from stdin (format binary)`, copyFraming((async function* () {
-          yield Buffer.concat([row, row]);
-        })()));
+        await copyInto(
+          t.db.sql,
+          conn,
+          conn`copy suppression_records (account_id, list_id, value) from stdin (format binary)`,
+          copyFraming(
+            (async function* () {
+              yield Buffer.concat([row, row]);
+            })(),
+          ),
+        );
       });
       await expect(attempt).rejects.toThrow();
       expect(await stored(list)).toEqual([]);
@@ -365,7 +436,10 @@ describe('copyInto: a COPY the server refuses', () => {
 });
 
 describe('BucketSort', () => {
-  async function sortAll(records: Buffer[], length: number): Promise<{ out: string[]; added: number; distinct: number }> {
+  async function sortAll(
+    records: Buffer[],
+    length: number,
+  ): Promise<{ out: string[]; added: number; distinct: number }> {
     const sorter = await BucketSort.open(length, dir);
     try {
       const w = sorter.writable();
@@ -378,11 +452,14 @@ describe('BucketSort', () => {
           r.copy(t, 6);
           return t;
         });
-        await new Promise<void>((resolve, reject) => w.write(Buffer.concat(tuples), (e) => (e ? reject(e) : resolve())));
+        await new Promise<void>((resolve, reject) =>
+          w.write(Buffer.concat(tuples), (e) => (e ? reject(e) : resolve())),
+        );
       }
       await new Promise<void>((resolve) => w.end(resolve));
       const out: string[] = [];
-      for await (const chunk of sorter.sorted()) for (let o = 0; o < chunk.length; o += length) out.push(chunk.toString('hex', o, o + length));
+      for await (const chunk of sorter.sorted())
+        for (let o = 0; o < chunk.length; o += length) out.push(chunk.toString('hex', o, o + length));
       return { out, added: sorter.added, distinct: sorter.distinct };
     } finally {
       await sorter.close();
@@ -390,7 +467,11 @@ describe('BucketSort', () => {
   }
 
   test('emits the distinct records in ascending byte order', async () => {
-    const records = Array.from({ length: 20_000 }, (_, i) => createHash('md5').update(String(i % 15_000)).digest());
+    const records = Array.from({ length: 20_000 }, (_, i) =>
+      createHash('md5')
+        .update(String(i % 15_000))
+        .digest(),
+    );
     const { out, added, distinct } = await sortAll(records, 16);
     const expected = [...new Set(records.map((r) => r.toString('hex')))].sort();
     expect(out).toEqual(expected);
@@ -434,7 +515,10 @@ describe('recordRows: the streaming line splitter', () => {
     return values;
   }
 
-  async function rowsOf(format: 'md5' | 'plain text', pieces: Buffer[]): Promise<{ values: string[]; counts: LineCounts }> {
+  async function rowsOf(
+    format: 'md5' | 'plain text',
+    pieces: Buffer[],
+  ): Promise<{ values: string[]; counts: LineCounts }> {
     const counts: LineCounts = { valid: 0, malformed: 0 };
     const chunks: Buffer[] = [];
     async function* source() {

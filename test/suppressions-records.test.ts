@@ -16,15 +16,19 @@ const sha512 = (s: string) => createHash('sha512').update(s).digest('hex');
 const NOBODY = '00000000-0000-4000-8000-000000000000';
 type Format = 'plain text' | 'md5' | 'sha512';
 
-const newList = (format: Format, name = `list ${crypto.randomUUID()}`) => createSuppressionList(t.db.sql, t.accountId, name, format);
-const add = (listId: string, records: unknown, key?: string) => t.call('POST', `/v1/suppression-lists/${listId}/records`, { body: { records }, key });
+const newList = (format: Format, name = `list ${crypto.randomUUID()}`) =>
+  createSuppressionList(t.db.sql, t.accountId, name, format);
+const add = (listId: string, records: unknown, key?: string) =>
+  t.call('POST', `/v1/suppression-lists/${listId}/records`, { body: { records }, key });
 const getList = async (listId: string) => (await t.call('GET', `/v1/suppression-lists/${listId}`)).body;
-const history = async (listId: string, query = '') => (await t.call('GET', `/v1/suppression-lists/${listId}/imports${query}`)).body;
+const history = async (listId: string, query = '') =>
+  (await t.call('GET', `/v1/suppression-lists/${listId}/imports${query}`)).body;
 
 /** The stored values of a list, as hex, sorted. */
 async function stored(listId: string): Promise<string[]> {
   const rows = await t.db.sql<{ v: string }[]>`
-    select encode(value, 'hex') as v from suppression_records where account_id = ${t.accountId} and list_id = ${listId} order by value`;
+    select encode(value, 'hex') as v from suppression_records
+    where account_id = ${t.accountId} and list_id = ${listId} order by value`;
   return rows.map((r) => r.v);
 }
 
@@ -37,7 +41,9 @@ describe('POST /v1/suppression-lists/{id}/records: md5 lists', () => {
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ importId: expect.any(String), totalCount: 2, addedCount: 2, duplicateCount: 0 });
     expect(await stored(list)).toEqual([a, b].sort());
-    const [len] = await t.db.sql<{ n: number }[]>`select max(length(value))::int as n from suppression_records where list_id = ${list}`;
+    const [len] = await t.db.sql<
+      { n: number }[]
+    >`select max(length(value))::int as n from suppression_records where list_id = ${list}`;
     expect(len!.n).toBe(16);
   });
 
@@ -141,12 +147,18 @@ describe('POST /v1/suppression-lists/{id}/records: a rejected batch', () => {
     const tooMany = expectProblem(await add(list, many(1001, 'x')), 400, 'invalid_request_error');
     expect(tooMany.errors[0].pointer).toBe('/records');
     expect(await stored(list)).toEqual([]);
-    expect((await add(list, many(1000, 'y'))).body).toMatchObject({ totalCount: 1000, addedCount: 1000, duplicateCount: 0 });
+    expect((await add(list, many(1000, 'y'))).body).toMatchObject({
+      totalCount: 1000,
+      addedCount: 1000,
+      duplicateCount: 0,
+    });
   });
 
   test('an unknown body field (a typo) is a 400 pointing at it, and adds nothing', async () => {
     const list = await newList('md5');
-    const res = await t.call('POST', `/v1/suppression-lists/${list}/records`, { body: { records: [md5('a')], record: [md5('b')] } });
+    const res = await t.call('POST', `/v1/suppression-lists/${list}/records`, {
+      body: { records: [md5('a')], record: [md5('b')] },
+    });
     const problem = expectProblem(res, 400, 'invalid_request_error');
     expect(problem.errors.map((e: { pointer?: string }) => e.pointer)).toEqual(['/record']);
     expect(await stored(list)).toEqual([]);
@@ -154,7 +166,10 @@ describe('POST /v1/suppression-lists/{id}/records: a rejected batch', () => {
 
   test('a body that is not JSON is a 400', async () => {
     const list = await newList('md5');
-    const res = await t.call('POST', `/v1/suppression-lists/${list}/records`, { raw: '{"records": [', headers: { 'content-type': 'application/json' } });
+    const res = await t.call('POST', `/v1/suppression-lists/${list}/records`, {
+      raw: '{"records": [',
+      headers: { 'content-type': 'application/json' },
+    });
     expectProblem(res, 400, 'invalid_request_error');
   });
 });
@@ -227,7 +242,9 @@ describe('POST /v1/suppression-lists/{id}/records: addressing and order of check
     const other = await createAccount(t.db.sql, 'other');
     const theirs = await createSuppressionList(t.db.sql, other, 'theirs', 'md5');
     expectProblem(await add(theirs, [md5('a')]), 404, 'not_found_error');
-    const [row] = await t.db.sql<{ n: number }[]>`select count(*)::int as n from suppression_records where list_id = ${theirs}`;
+    const [row] = await t.db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from suppression_records where list_id = ${theirs}`;
     expect(row!.n).toBe(0);
   });
 
@@ -239,7 +256,10 @@ describe('POST /v1/suppression-lists/{id}/records: addressing and order of check
     const list = await newList('md5');
     const readOnly = await createKey(t.db.sql, t.accountId, ['suppressions:read']);
     expectProblem(await add(list, [md5('a')], readOnly), 403, 'permission_error');
-    const res = await t.call('POST', `/v1/suppression-lists/${list}/records`, { body: { records: [md5('a')] }, key: null });
+    const res = await t.call('POST', `/v1/suppression-lists/${list}/records`, {
+      body: { records: [md5('a')] },
+      key: null,
+    });
     expectProblem(res, 401, 'authentication_error');
     expect(await stored(list)).toEqual([]);
   });
@@ -249,7 +269,9 @@ describe('one import at a time per list', () => {
   test('parallel add-records: each is 200 with exact counts or 409 with Retry-After; no count is lost', async () => {
     const list = await newList('md5');
     // Overlapping batches: request i holds records i*500 … i*500+999, so neighbours share 500.
-    const batches = Array.from({ length: 24 }, (_, i) => Array.from({ length: 1000 }, (_, j) => md5(String(i * 500 + j))));
+    const batches = Array.from({ length: 24 }, (_, i) =>
+      Array.from({ length: 1000 }, (_, j) => md5(String(i * 500 + j))),
+    );
     const responses = await Promise.all(batches.map((b) => add(list, b)));
     const ok = responses.filter((r) => r.status === 200);
     const busy = responses.filter((r) => r.status !== 200);
@@ -271,16 +293,24 @@ describe('one import at a time per list', () => {
     expect(added).toBe(expected.size);
     const imports = (await history(list)).data;
     expect(imports).toHaveLength(ok.length);
-    expect(imports.every((i: { status: string; method: string }) => i.status === 'completed' && i.method === 'api')).toBe(true);
+    expect(
+      imports.every((i: { status: string; method: string }) => i.status === 'completed' && i.method === 'api'),
+    ).toBe(true);
   });
 
-  test('while an import holds the list, add-records is a 409 with Retry-After and the import shows as importing', async () => {
+  test('while an import holds the list, add-records is a 409 with Retry-After; the import is importing', async () => {
     const list = await newList('md5');
     let release!: () => void;
     const released = new Promise<void>((r) => (release = r));
     let started!: (id: string) => void;
     const running = new Promise<string>((r) => (started = r));
-    const job = { accountId: t.accountId, listId: list, method: 'manual' as const, estimatedSeconds: 30, describeFailure: () => 'test' };
+    const job = {
+      accountId: t.accountId,
+      listId: list,
+      method: 'manual' as const,
+      estimatedSeconds: 30,
+      describeFailure: () => 'test',
+    };
     const holder = holdList(t.db.sql, job, async (_conn, importId) => {
       started(importId);
       await released;
@@ -306,7 +336,8 @@ describe('one import at a time per list', () => {
   test('an import left importing by a process that died is marked failed by the next one', async () => {
     const list = await newList('md5');
     const [stale] = await t.db.sql<{ id: string }[]>`
-      insert into suppression_imports (account_id, list_id, status, method) values (${t.accountId}, ${list}, 'importing', 'manual') returning id`;
+      insert into suppression_imports (account_id, list_id, status, method)
+      values (${t.accountId}, ${list}, 'importing', 'manual') returning id`;
     const res = await add(list, [md5('a')]);
     expect(res.status).toBe(200);
     const old = (await t.call('GET', `/v1/suppression-lists/${list}/imports/${stale!.id}`)).body;
@@ -315,18 +346,28 @@ describe('one import at a time per list', () => {
 
   test('a failed import changes nothing and is marked failed', async () => {
     const list = await newList('md5');
-    const job = { accountId: t.accountId, listId: list, method: 'api' as const, estimatedSeconds: 1, describeFailure: () => 'boom' };
+    const job = {
+      accountId: t.accountId,
+      listId: list,
+      method: 'api' as const,
+      estimatedSeconds: 1,
+      describeFailure: () => 'boom',
+    };
     let id = '';
     const failing = holdList(t.db.sql, job, async (conn, importId) => {
       id = importId;
       await conn`begin`;
-      await conn`insert into suppression_records (account_id, list_id, value) values (${t.accountId}, ${list}, ${Buffer.alloc(16)})`;
+      await conn`
+        insert into suppression_records (account_id, list_id, value)
+        values (${t.accountId}, ${list}, ${Buffer.alloc(16)})`;
       await conn`rollback`;
       throw new Error('boom');
     });
     expect(failing).rejects.toThrow('boom');
     await failing.catch(() => {});
-    const [row] = await t.db.sql<{ status: string; failure_reason: string }[]>`select status, failure_reason from suppression_imports where id = ${id}`;
+    const [row] = await t.db.sql<
+      { status: string; failure_reason: string }[]
+    >`select status, failure_reason from suppression_imports where id = ${id}`;
     expect(row).toEqual({ status: 'failed', failure_reason: 'boom' });
     expect(await stored(list)).toEqual([]);
     expect((await add(list, [md5('a')])).status).toBe(200);
@@ -377,7 +418,10 @@ describe('GET /v1/suppression-lists/{id}/imports', () => {
   });
 
   test('a list without imports has an empty history', async () => {
-    expect(await history(await newList('sha512'))).toEqual({ data: [], pagination: { page: 1, pageSize: 200, totalCount: 0, totalPages: 0 } });
+    expect(await history(await newList('sha512'))).toEqual({
+      data: [],
+      pagination: { page: 1, pageSize: 200, totalCount: 0, totalPages: 0 },
+    });
   });
 
   test("an unknown list, or another account's, is a 404", async () => {
@@ -398,7 +442,11 @@ describe('GET /v1/suppression-lists/{id}/imports/{importId}', () => {
     expectProblem(await t.call('GET', `/v1/suppression-lists/${a}/imports/${NOBODY}`), 404, 'not_found_error');
     const other = await createAccount(t.db.sql, 'other');
     const otherKey = await createKey(t.db.sql, other);
-    expectProblem(await t.call('GET', `/v1/suppression-lists/${a}/imports/${importId}`, { key: otherKey }), 404, 'not_found_error');
+    expectProblem(
+      await t.call('GET', `/v1/suppression-lists/${a}/imports/${importId}`, { key: otherKey }),
+      404,
+      'not_found_error',
+    );
   });
 
   test('a non-uuid import id is a 400 naming the parameter', async () => {

@@ -38,7 +38,14 @@ export interface ServedApi {
 export async function serveTestApi(env: Record<string, string> = {}): Promise<ServedApi> {
   const dir = await mkdtemp(join(tmpdir(), 'api-server-'));
   const db = await createTestDatabase();
-  const config = loadConfig({ DOCS_URL, DATA_DIR: dir, STORAGE_DIR: join(dir, 'objects'), PUBLIC_URL: 'http://api.test', LOG_LEVEL: 'error', ...env });
+  const config = loadConfig({
+    DOCS_URL,
+    DATA_DIR: dir,
+    STORAGE_DIR: join(dir, 'objects'),
+    PUBLIC_URL: 'http://api.test',
+    LOG_LEVEL: 'error',
+    ...env,
+  });
   const store = (await createStore(config)) as LocalStore;
   const deps: Deps = { config, sql: db.sql, storage: store };
   const server = serveApi(deps, { port: 0, hostname: '127.0.0.1' });
@@ -122,7 +129,12 @@ export function httpRequest(
   if (opts.host !== null) lines.push(`Host: ${opts.host ?? 'localhost'}`);
   for (const [k, v] of Object.entries(opts.headers ?? {})) lines.push(`${k}: ${v}`);
   const body = typeof opts.body === 'string' ? Buffer.from(opts.body, 'utf8') : opts.body;
-  if (body !== undefined && !Object.keys(opts.headers ?? {}).some((k) => k.toLowerCase() === 'content-length' || k.toLowerCase() === 'transfer-encoding')) {
+  if (
+    body !== undefined &&
+    !Object.keys(opts.headers ?? {}).some(
+      (k) => k.toLowerCase() === 'content-length' || k.toLowerCase() === 'transfer-encoding',
+    )
+  ) {
     lines.push(`Content-Length: ${body.length}`);
   }
   lines.push('Connection: close', '', '');

@@ -5,6 +5,6 @@
  */
 export function mergeBatchEnds(rows: number, batch: number): number[] {
   const ends: number[] = [];
-  for (let done = 0; done < rows; ) ends.push((done = Math.min(done + batch, rows)));
+  for (let done = 0; done < rows;) ends.push((done = Math.min(done + batch, rows)));
   return ends;
 }

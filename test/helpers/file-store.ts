@@ -34,7 +34,13 @@ export interface ImportOptions {
  * An import in status `uploaded` with `content` (or the file at `path`) stored as its object, as if
  * the upload link had received it. `columns` are canonical schema names.
  */
-export async function stageImport(sql: Sql, store: LocalStore, accountId: string, content: string | Uint8Array | { path: string }, o: ImportOptions): Promise<string> {
+export async function stageImport(
+  sql: Sql,
+  store: LocalStore,
+  accountId: string,
+  content: string | Uint8Array | { path: string },
+  o: ImportOptions,
+): Promise<string> {
   const id = crypto.randomUUID();
   const key = importObjectKey(accountId, id);
   const given = typeof content === 'object' && 'path' in content ? content.path : undefined;

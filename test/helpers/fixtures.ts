@@ -10,7 +10,9 @@ export async function createAccount(sql: Sql, name = 'Test account'): Promise<st
 
 export async function createKey(sql: Sql, accountId: string, scopes: readonly string[] = ALL_SCOPES): Promise<string> {
   const k = newKey();
-  await sql`insert into api_keys (account_id, id, secret_sha256, scopes) values (${accountId}, ${k.id}, ${k.secretSha256}, ${sql.array([...scopes])})`;
+  await sql`
+    insert into api_keys (account_id, id, secret_sha256, scopes)
+    values (${accountId}, ${k.id}, ${k.secretSha256}, ${sql.array([...scopes])})`;
   return k.key;
 }
 
@@ -27,8 +29,16 @@ export async function createBrand(
   return row!.id;
 }
 
-export async function createAttribute(sql: Sql, accountId: string, name: string, type: string, description?: string): Promise<void> {
-  await sql`insert into schema_attributes (account_id, name, type, description) values (${accountId}, ${name}, ${type}, ${description ?? null})`;
+export async function createAttribute(
+  sql: Sql,
+  accountId: string,
+  name: string,
+  type: string,
+  description?: string,
+): Promise<void> {
+  await sql`
+    insert into schema_attributes (account_id, name, type, description)
+    values (${accountId}, ${name}, ${type}, ${description ?? null})`;
 }
 
 export async function createSuppressionList(

@@ -23,7 +23,12 @@ export type Phase = 'read' | 'dedupe' | 'merge';
  * table of the name its first merge-table part takes, merge on the account's advisory lock that
  * every batch takes shared. Resolves once the import is held there with work done in the phase.
  */
-export async function holdIn(bed: FaultBed, importId: string, accountId: string, phase: Phase): Promise<{ release(): Promise<void> }> {
+export async function holdIn(
+  bed: FaultBed,
+  importId: string,
+  accountId: string,
+  phase: Phase,
+): Promise<{ release(): Promise<void> }> {
   const conn = await bed.sql.reserve();
   const release = async () => {
     await conn`rollback`.catch(() => {});
@@ -38,7 +43,8 @@ export async function holdIn(bed: FaultBed, importId: string, accountId: string,
       });
       await conn`select pg_advisory_lock(hashtextextended(${accountId}::uuid::text, 0))`;
       const s = await progress(bed.sql, importId);
-      if (!(s.status === 'importing' && s.checkpoint < (s.rowCount ?? 0))) throw new Error(`the merge ended before it was held: ${JSON.stringify(s)}`);
+      if (!(s.status === 'importing' && s.checkpoint < (s.rowCount ?? 0)))
+        throw new Error(`the merge ended before it was held: ${JSON.stringify(s)}`);
     } else {
       // Both start once the read has staged rows: its drop of old staging tables is behind it.
       await until('read under way', async () => {
@@ -53,7 +59,8 @@ export async function holdIn(bed: FaultBed, importId: string, accountId: string,
     // The worker is now waiting on our lock, inside the phase.
     await until(`the worker waiting on the ${phase} hold`, async () => {
       const [w] = await bed.sql<{ n: number }[]>`
-        select count(*)::int as n from pg_stat_activity where application_name = ${WORKER_APP} and wait_event_type = 'Lock'`;
+        select count(*)::int as n from pg_stat_activity
+        where application_name = ${WORKER_APP} and wait_event_type = 'Lock'`;
       return w!.n > 0;
     });
   } catch (e) {

@@ -38,7 +38,10 @@ export function withDatabase(url: string, db: string): string {
  * result on in TEST_* variables; a file run alone with `bun test` calls it itself.
  */
 export async function startTestServices(log?: (m: string) => void): Promise<TestServices> {
-  const config = loadConfig({ ...process.env, DATA_DIR: process.env.DATA_DIR ?? resolve(import.meta.dir, '../../.data') });
+  const config = loadConfig({
+    ...process.env,
+    DATA_DIR: process.env.DATA_DIR ?? resolve(import.meta.dir, '../../.data'),
+  });
   const db = await resolveDatabaseUrl(config, log);
   const redis = await resolveRedisUrl(config, log);
   const adminUrl = withDatabase(db.url, 'postgres');
