@@ -7,7 +7,8 @@
 import { afterEach, describe, expect, test } from 'bun:test';
 import { withContactWrite } from '../src/contacts/write-guard';
 import { ApiError } from '../src/errors';
-import { markImportFailed, runImport } from '../worker/import/index';
+import { markImportFailed } from '../src/imports/lifecycle';
+import { runImport } from '../worker/import/index';
 import { mergeBatchEnds } from './helpers/batch-ends';
 import { importBed } from './helpers/import-bed';
 import { importRow, stageImport, testConfig } from './helpers/file-store';

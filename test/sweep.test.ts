@@ -13,7 +13,8 @@ import { createImportQueue, redisConnection, type BullImportQueue } from '../src
 import { IMPORT_QUEUE } from '../src/imports/jobs';
 import { toImport } from '../src/imports/view';
 import { createStore, importObjectKey, type ObjectStore } from '../src/storage';
-import { NO_FILE_REASON, sweep } from '../worker/sweep';
+import { NO_FILE_REASON } from '../src/imports/lifecycle';
+import { sweep } from '../worker/sweep';
 import { testApp, type TestApp } from './helpers/app';
 import { createAccount } from './helpers/fixtures';
 

@@ -1,6 +1,7 @@
 import type { Sql } from '../src/db';
 import { errorFields, log } from '../src/log';
 import { releaseStaleSchemaHolds } from '../src/contacts/write-guard';
+import { expireUnused, markUploaded } from '../src/imports/lifecycle';
 import type { ImportQueue } from '../src/imports/queue';
 import { importObjectKey } from '../src/storage';
 import type { ObjectStore } from '../src/storage/store';
@@ -22,7 +23,6 @@ export interface SweepResult {
   released: string[];
 }
 
-export const NO_FILE_REASON = 'No file arrived within 24 hours of creation.';
 const HEAD_CONCURRENCY = 16;
 const BATCH = 1_000;
 
@@ -33,7 +33,7 @@ const BATCH = 1_000;
 export async function sweep(deps: SweepDeps): Promise<SweepResult> {
   // Arrivals first: a file that reached S3 in time is imported even if its sweep comes late.
   const arrived = deps.storage.driver === 's3' ? await detectArrivals(deps) : [];
-  const expired = await expireUnused(deps);
+  const expired = await expireUnusedImports(deps);
   const requeued = await requeueOrphans(deps);
   const released = await releaseStaleHolds(deps);
   return { arrived, expired, requeued, released };
@@ -62,14 +62,7 @@ async function detectArrivals({ sql, storage, queue }: SweepDeps): Promise<strin
     const info = await storage.head(key);
     if (!info) return;
     const at = info.lastModified ?? new Date();
-    const [row] = await sql`
-      update contact_imports
-      set status = 'uploaded', object_key = ${key}, object_size = ${info.size},
-          uploaded_at = ${at}, updated_at = now()
-      where account_id = ${w.account_id} and id = ${w.id} and status = 'awaiting-upload'
-        and created_at + interval '24 hours' > ${at}
-      returning id`;
-    if (!row) return;
+    if (!(await markUploaded(sql, w.account_id, w.id, { key, size: info.size, at }))) return;
     arrived.push(w.id);
     await queue.enqueueImport(w.account_id, w.id);
     log('info', 'contact import uploaded', { accountId: w.account_id, importId: w.id, size: info.size });
@@ -77,16 +70,9 @@ async function detectArrivals({ sql, storage, queue }: SweepDeps): Promise<strin
   return arrived;
 }
 
-/**
- * Fails imports still awaiting a file 24 hours after creation. A local upload still streaming at
- * that moment is refused at completion by the same 24-hour condition, so nothing is half-taken.
- */
-async function expireUnused({ sql, storage }: SweepDeps): Promise<string[]> {
-  const rows = await sql<{ account_id: string; id: string; object_key: string | null }[]>`
-    update contact_imports
-    set status = 'failed', failure_reason = ${NO_FILE_REASON}, updated_at = now()
-    where status = 'awaiting-upload' and created_at <= now() - interval '24 hours'
-    returning account_id, id, object_key`;
+/** Fails imports still awaiting a file 24 hours after creation (expireUnused), and drops what they have. */
+async function expireUnusedImports({ sql, storage }: SweepDeps): Promise<string[]> {
+  const rows = await expireUnused(sql);
   for (const r of rows) {
     log('info', 'contact import failed: no file within 24 hours', { accountId: r.account_id, importId: r.id });
     // A file that lands later is never imported; drop whatever is there now.

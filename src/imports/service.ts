@@ -6,6 +6,7 @@ import { importObjectKey } from '../storage';
 import type { ObjectStore } from '../storage/store';
 import type { CreateImportInput } from './model';
 import { resolveColumns } from './columns';
+import { insertImport, isOpenImportConflict } from './lifecycle';
 import { retryAfterSeconds, UPLOAD_WINDOW_MS, type OpenImport } from './retry-after';
 import { IMPORT_COLUMNS, toImport, type ImportRow } from './view';
 
@@ -25,21 +26,22 @@ export async function createImport(sql: Sql, storage: ObjectStore, accountId: st
   try {
     // The link is signed inside the transaction so a failure to sign leaves no import blocking the account.
     return await sql.begin(async (tx) => {
-      // updated/skipped counts start at 0: this service always keeps them (NULL means "before they were kept").
-      const [row] = await tx<{ created_at: Date; upload_expires_at: Date }[]>`
-        insert into contact_imports (
-          account_id, id, status, method, columns, duplicate_contact_strategy, overwrite_brands, restore_disabled,
-          publish_events, brand_ids, updated_count, skipped_count, object_key, upload_expires_at)
-        values (
-          ${accountId}, ${id}, 'awaiting-upload', 'api', ${tx.array(columns)}, ${body.duplicateContactStrategy},
-          ${body.overwriteBrands ?? false}, ${body.restoreDisabled ?? false}, ${body.publishBrandSubscribeEvents ?? true},
-          ${tx.array(brandIds)}::uuid[], 0, 0, ${key}, now() + ${UPLOAD_WINDOW_MS / 1000} * interval '1 second')
-        returning created_at, upload_expires_at`;
-      const uploadUrl = await storage.presignUpload({ key, accountId, importId: id, expiresAt: row!.upload_expires_at });
-      return { id, status: 'awaiting-upload' as const, uploadUrl, uploadExpiresAt: row!.upload_expires_at.toISOString() };
+      const expiresAt = await insertImport(tx, accountId, id, {
+        method: 'api',
+        columns,
+        strategy: body.duplicateContactStrategy,
+        overwriteBrands: body.overwriteBrands ?? false,
+        restoreDisabled: body.restoreDisabled ?? false,
+        publishEvents: body.publishBrandSubscribeEvents ?? true,
+        brandIds,
+        objectKey: key,
+        uploadWindowSeconds: UPLOAD_WINDOW_MS / 1000,
+      });
+      const uploadUrl = await storage.presignUpload({ key, accountId, importId: id, expiresAt: expiresAt! });
+      return { id, status: 'awaiting-upload' as const, uploadUrl, uploadExpiresAt: expiresAt!.toISOString() };
     });
   } catch (e) {
-    if ((e as { code?: string; constraint_name?: string }).constraint_name === 'contact_imports_one_open') throw await openImportConflict(sql, accountId, e);
+    if (isOpenImportConflict(e)) throw await openImportConflict(sql, accountId, e);
     throw e;
   }
 }

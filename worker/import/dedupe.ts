@@ -1,3 +1,4 @@
+import { backToRead, dedupeDone } from '../../src/imports/lifecycle';
 import { stagingTables, type MergePart, type StagingTables } from './staging';
 import type { Pipeline } from './state';
 
@@ -29,7 +30,7 @@ export async function dedupePhase(p: Pipeline): Promise<void> {
   const t = stagingTables(job.id);
   const counts = await dedupe(p, t).catch(async (e) => {
     if (!(e instanceof StagingLostError)) throw e;
-    await backToRead(p, 'dedupe');
+    await stagingLost(p, 'dedupe');
     throw e; // transient: the retry runs the read phase again
   });
   job.phase = 'merge';
@@ -56,22 +57,13 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<{ staged: number; 
   const failed = built.find((r) => r.status === 'rejected');
   if (failed) throw (failed as PromiseRejectedResult).reason;
   const kept = built.reduce((sum, r) => sum + (r as PromiseFulfilledResult<number>).value, 0);
+  if (rebuild && kept !== Number(job.rowCount)) {
+    throw new Error(`import ${job.id}: the file read again deduplicates to ${kept} rows, not ${job.rowCount}`);
+  }
 
   return p.sql.begin(async (tx) => {
-    if (rebuild) {
-      if (kept !== Number(job.rowCount)) throw new Error(`import ${job.id}: the file read again deduplicates to ${kept} rows, not ${job.rowCount}`);
-      await tx`
-        update contact_imports set phase = 'merge', updated_at = now()
-        where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid and status = 'importing' and phase = 'dedupe'`;
-    } else {
-      await tx`
-        update contact_imports
-        set row_count = ${kept}, duplicate_in_file_count = ${staged - kept},
-            added_count = 0, updated_count = 0, skipped_count = 0,
-            checkpoint = 0, percent_complete = 0, phase = 'merge', updated_at = now()
-        where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid and status = 'importing' and phase = 'dedupe'`;
-      job.checkpoint = 0;
-    }
+    await dedupeDone(tx, job.accountId, job.id, { staged, kept, rebuilt: rebuild });
+    if (!rebuild) job.checkpoint = 0;
     await tx.unsafe(`drop table ${t.rows}`);
     return { staged, kept, rebuilt: rebuild };
   });
@@ -141,14 +133,12 @@ export async function ensureStaged(p: Pipeline): Promise<void> {
   if (job.checkpoint >= rowCount) return; // nothing left to merge
   const sizes = await partSizes(p);
   if (sizes && sizes.reduce((a, b) => a + b, 0) === rowCount) return;
-  await backToRead(p, 'merge');
+  await stagingLost(p, 'merge');
 }
 
-async function backToRead(p: Pipeline, from: 'dedupe' | 'merge'): Promise<void> {
+async function stagingLost(p: Pipeline, from: 'dedupe' | 'merge'): Promise<void> {
   const { job } = p;
-  await p.sql`
-    update contact_imports set phase = 'read', updated_at = now()
-    where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid and status = 'importing' and phase = ${from}`;
+  await backToRead(p.sql, job.accountId, job.id, from);
   job.phase = 'read';
   p.log('import staging lost; reading the file again', { importId: job.id, from, checkpoint: job.checkpoint });
 }

@@ -1,24 +1,16 @@
-import { releaseContactWrites } from '../../src/contacts/write-guard';
 import type { Sql } from '../../src/db';
+import { finishImport } from '../../src/imports/lifecycle';
 import type { ObjectStore } from '../../src/storage/store';
 import { dropStaging } from './staging';
 import type { ImportJob, Pipeline } from './state';
 
 /**
- * Phase 4, finish: `success` with completedAt, percentComplete gone (it exists only while
- * importing), and the bulk-operation hold lifted, in one commit. Only a merge that accounted for
- * every row can finish.
+ * Phase 4, finish: `success` with completedAt, and the bulk-operation hold lifted, in one commit
+ * (finishImport). Only a merge that accounted for every row can finish.
  */
 export async function finishPhase(p: Pipeline): Promise<void> {
   const { job } = p;
-  await p.sql.begin(async (tx) => {
-    await tx`
-      update contact_imports
-      set status = 'success', completed_at = now(), percent_complete = null, phase = 'finish', updated_at = now()
-      where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid
-        and status = 'importing' and phase = 'merge' and checkpoint >= coalesce(row_count, 0)`;
-    await releaseContactWrites(tx, job.accountId, job.id);
-  });
+  await finishImport(p.sql, job.accountId, job.id);
   job.status = 'success';
   job.phase = 'finish';
   p.log('import finished', { importId: job.id });

@@ -1,15 +1,16 @@
 import type { Config } from '../../src/config';
 import type { Sql } from '../../src/db';
 import { isDatabaseUnavailable } from '../../src/db-unavailable';
+import { markImportFailed } from '../../src/imports/lifecycle';
 import { importRunLock } from '../../src/locks';
 import type { ObjectStore } from '../../src/storage/store';
 import { dedupePhase, ensureStaged, StagingLostError } from './dedupe';
 import { cleanup, finishPhase } from './finish';
 import { mergePhase } from './merge';
 import { readPhase } from './read';
-import { ImportBusyError, ImportFileError, loadImport, markImportFailed, UnrecoverableImportError, type Pipeline } from './state';
+import { ImportBusyError, ImportFileError, loadImport, UnrecoverableImportError, type Pipeline } from './state';
 
-export { ImportBusyError, markImportFailed, UnrecoverableImportError } from './state';
+export { ImportBusyError, UnrecoverableImportError } from './state';
 
 export interface ImportDeps {
   sql: Sql;

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import type { Sql } from '../../src/db';
 import { batchHoldsAccount, drainContactWrites, holdContactWrites } from '../../src/contacts/write-guard';
+import { advanceMerge } from '../../src/imports/lifecycle';
 import { MERGE_ROWS_PER_SECOND } from '../../src/imports/retry-after';
 import { accountMergeLock, mergeBatchLock } from '../../src/locks';
 import { partSizes, StagingLostError } from './dedupe';
@@ -42,7 +43,6 @@ interface Merge {
   p: Pipeline;
   rowCount: number;
   parts: Part[];
-  advance: string;
 }
 
 const sqlTexts = new Map<string, Promise<string>>();
@@ -105,7 +105,7 @@ export async function mergePhase(p: Pipeline, conn: Sql, concurrency: number): P
     });
     offset += size;
   }
-  const m: Merge = { p, rowCount, parts, advance: await mergeStatement('advance.sql', '') };
+  const m: Merge = { p, rowCount, parts };
 
   const mergeLock = accountMergeLock(conn, job.accountId);
   const [free] = await conn<{ locked: boolean }[]>`select pg_try_advisory_lock(${mergeLock}) as locked`;
@@ -259,17 +259,21 @@ async function batchTransaction(m: Merge, lo: number, hi: number, previousLo: nu
 
     // Commits in seq order: wait until the earlier batch's transaction has ended, committed or not.
     if (previousLo !== undefined) await tx`select pg_advisory_xact_lock_shared(${mergeBatchLock(tx, job.id, previousLo)})`;
-    const [advanced] = await tx.unsafe<{ percentComplete: number }[]>(
-      m.advance,
-      [job.accountId, job.id, lo, hi, counts.added, counts.updated, counts.skipped, rowCount, estimatedEnd],
-      { prepare: false },
-    );
-    if (!advanced) {
+    const percentComplete = await advanceMerge(tx, job.accountId, job.id, {
+      from: lo,
+      to: hi,
+      added: counts.added,
+      updated: counts.updated,
+      skipped: counts.skipped,
+      rowCount,
+      estimatedEnd,
+    });
+    if (percentComplete === undefined) {
       const [now] = await tx<{ running: boolean }[]>`
         select status = 'importing' and phase = 'merge' as running from contact_imports
         where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
       throw new BatchHalted(now?.running ? 'moved' : 'stop');
     }
-    return { hi, percentComplete: advanced.percentComplete, counts };
+    return { hi, percentComplete, counts };
   })) as Outcome;
 }

@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import type postgres from 'postgres';
+import { pinEtag, readDone, startRead } from '../../src/imports/lifecycle';
 import { ObjectChangedError, type ObjectStore } from '../../src/storage/store';
 import { RowReader } from './cells';
 import { headerMismatch, loadBrands, loadColumns } from './columns';
@@ -21,19 +22,13 @@ const MAX_ROW_CHARS = 1 << 20;
  * the worker, COPY the good ones into the UNLOGGED staging table, count the malformed ones.
  *
  * Restart-safe by starting over: the staging table is truncated first, and the malformed count is
- * kept in memory and committed only together with the move to `dedupe`, so a read killed half way
- * leaves nothing that a second read could count twice.
+ * kept in memory and committed only together with the move to `dedupe` (readDone), so a read killed
+ * half way leaves nothing that a second read could count twice.
  */
 export async function readPhase(p: Pipeline, conn: postgres.ReservedSql<{}>, store: ObjectStore): Promise<void> {
   const { sql, job } = p;
-  await sql`
-    update contact_imports
-    set status = 'importing', phase = 'read',
-        -- Kept when the rows are read again for a merge under way (see ensureStaged in dedupe.ts).
-        percent_complete = case when row_count is null then 0 else percent_complete end,
-        started_at = coalesce(started_at, now()), attempts = attempts + 1, updated_at = now()
-    where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid and status in ('uploaded', 'importing')`;
-  const etag = await pinEtag(p, store);
+  await startRead(sql, job.accountId, job.id);
+  const etag = await pinnedEtag(p, store);
 
   const columns = await loadColumns(sql, job);
   const brands = await loadBrands(sql, job.accountId);
@@ -87,24 +82,19 @@ export async function readPhase(p: Pipeline, conn: postgres.ReservedSql<{}>, sto
     throw e;
   }
 
-  await sql`
-    update contact_imports
-    set malformed_count = ${malformed}, staged_count = ${sink.rows}, phase = 'dedupe', updated_at = now()
-    where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid and status = 'importing' and phase = 'read'`;
+  await readDone(sql, job.accountId, job.id, { malformed, staged: sink.rows });
   job.phase = 'dedupe';
   p.log('import read', { importId: job.id, rows: rowNo, staged: sink.rows, malformed });
 }
 
 /** The ETag the import reads; pinned at upload (or here, once), so a later PUT is never imported. */
-async function pinEtag(p: Pipeline, store: ObjectStore): Promise<string> {
+async function pinnedEtag(p: Pipeline, store: ObjectStore): Promise<string> {
   const { job } = p;
   if (!job.objectKey) throw new ImportFileError('No file was uploaded for this import.');
   if (job.objectEtag) return job.objectEtag;
   const info = await store.head(job.objectKey);
   if (!info) throw new ImportFileError('The uploaded file could not be found.');
-  await p.sql`
-    update contact_imports set object_etag = ${info.etag}, object_size = ${info.size}, updated_at = now()
-    where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid and object_etag is null`;
+  await pinEtag(p.sql, job.accountId, job.id, info.etag, info.size);
   job.objectEtag = info.etag;
   return info.etag;
 }

@@ -1,5 +1,4 @@
 import { UnrecoverableError } from 'bullmq';
-import { releaseContactWrites } from '../../src/contacts/write-guard';
 import type { Sql } from '../../src/db';
 
 /**
@@ -55,22 +54,6 @@ export async function loadImport(sql: Sql, accountId: string, importId: string):
     from contact_imports
     where account_id = ${accountId}::uuid and id = ${importId}::uuid`;
   return row;
-}
-
-/**
- * Marks an open import failed with a reason, and ends its hold on single contact writes, in one
- * commit. A no-op for an import already final. Exported for the worker's last-attempt handler too:
- * an import whose retries ran out must not stay `importing` forever.
- */
-export async function markImportFailed(sql: Sql, accountId: string, importId: string, reason: string): Promise<void> {
-  await sql.begin(async (tx) => {
-    await tx`
-      update contact_imports
-      set status = 'failed', failure_reason = ${reason}, percent_complete = null, updated_at = now()
-      where account_id = ${accountId}::uuid and id = ${importId}::uuid
-        and status in ('awaiting-upload', 'uploaded', 'importing')`;
-    await releaseContactWrites(tx, accountId, importId);
-  });
 }
 
 /** What the pipeline has to hand to every phase. */

@@ -6,7 +6,8 @@ import { resolveColumns } from '../../imports/columns';
 import { getSchema } from '../../schema/service';
 import { createStore, importObjectKey } from '../../storage';
 import type { ObjectStore } from '../../storage/store';
-import { markImportFailed, runImport, UnrecoverableImportError } from '../../../worker/import/index';
+import { insertImport, isOpenImportConflict, markImportFailed, markUploaded } from '../../imports/lifecycle';
+import { runImport, UnrecoverableImportError } from '../../../worker/import/index';
 import { requireAccount } from './accounts';
 import { AdminError, parseFlags, UsageError, uuidFlag, type Command } from './args';
 import { loadConfig } from '../../config';
@@ -33,19 +34,26 @@ const ATTEMPTS = 3;
  * schema); the file goes through the object store like an upload, so the worker's pipeline and
  * rules apply unchanged. `store` is for tests; by default the configured store is used.
  */
-export async function importCommand(sql: Sql, config: Config, flags: ImportFlags, store?: ObjectStore): Promise<{ id: string }> {
+export async function importCommand(
+  sql: Sql,
+  config: Config,
+  flags: ImportFlags,
+  store?: ObjectStore,
+): Promise<{ id: string }> {
   if (!flags.account) throw new UsageError('--account is required');
   if (!flags.file) throw new UsageError('--file is required');
   if (!flags.strategy) throw new UsageError('--strategy is required');
   const accountId = uuidFlag('account', flags.account);
   const strategy = flags.strategy;
-  if (strategy !== 'overwrite' && strategy !== 'keep' && strategy !== 'skip') throw new UsageError(`--strategy must be overwrite, keep or skip, got "${strategy}"`);
+  if (strategy !== 'overwrite' && strategy !== 'keep' && strategy !== 'skip')
+    throw new UsageError(`--strategy must be overwrite, keep or skip, got "${strategy}"`);
   const brandIds = [...new Set((flags.brand ?? []).map((b) => uuidFlag('brand', b)))];
 
   await requireAccount(sql, accountId);
   const header = await readHeader(flags.file);
   const { columns, errors } = resolveColumns(await getSchema(sql, accountId), header);
-  if (errors.length) throw new AdminError(`the file's header does not fit the contact schema: ${errors.map((e) => e.detail).join(' ')}`);
+  if (errors.length)
+    throw new AdminError(`the file's header does not fit the contact schema: ${errors.map((e) => e.detail).join(' ')}`);
   if (brandIds.length) {
     const found = await sql<{ id: string }[]>`
       select id::text as id from brands where account_id = ${accountId} and id = any(${sql.array(brandIds)}::uuid[]) and deleted_at is null`;
@@ -57,16 +65,18 @@ export async function importCommand(sql: Sql, config: Config, flags: ImportFlags
   const key = importObjectKey(accountId, id);
   try {
     // awaiting-upload first: the row claims the account's one open import before the copy starts.
-    await sql`
-      insert into contact_imports (
-        account_id, id, status, method, columns, duplicate_contact_strategy, overwrite_brands, restore_disabled,
-        publish_events, brand_ids, updated_count, skipped_count, object_key)
-      values (
-        ${accountId}, ${id}, 'awaiting-upload', 'manual', ${sql.array(columns)}, ${strategy},
-        ${flags['overwrite-brands'] ?? false}, ${flags['restore-disabled'] ?? false}, ${!(flags['no-events'] ?? false)},
-        ${sql.array(brandIds)}::uuid[], 0, 0, ${key})`;
+    await insertImport(sql, accountId, id, {
+      method: 'manual',
+      columns,
+      strategy,
+      overwriteBrands: flags['overwrite-brands'] ?? false,
+      restoreDisabled: flags['restore-disabled'] ?? false,
+      publishEvents: !(flags['no-events'] ?? false),
+      brandIds,
+      objectKey: key,
+    });
   } catch (e) {
-    if ((e as { constraint_name?: string }).constraint_name === 'contact_imports_one_open') {
+    if (isOpenImportConflict(e)) {
       throw new AdminError(`another import is open for account ${accountId}; wait until it ends`);
     }
     throw e;
@@ -75,10 +85,8 @@ export async function importCommand(sql: Sql, config: Config, flags: ImportFlags
   const storage = store ?? (await createStore(config));
   try {
     const info = await storage.putFile(key, flags.file);
-    await sql`
-      update contact_imports
-      set status = 'uploaded', object_etag = ${info.etag}, object_size = ${info.size}, uploaded_at = now(), updated_at = now()
-      where account_id = ${accountId} and id = ${id} and status = 'awaiting-upload'`;
+    // The file is this command's own copy: nothing can replace it, so its ETag is pinned at once.
+    await markUploaded(sql, accountId, id, { key, size: info.size, etag: info.etag });
   } catch (e) {
     await markImportFailed(sql, accountId, id, 'The file could not be stored.');
     throw new AdminError(`import ${id}: the file could not be stored: ${(e as Error).message}`, { cause: e });
@@ -92,7 +100,12 @@ export async function importCommand(sql: Sql, config: Config, flags: ImportFlags
       if (e instanceof UnrecoverableImportError) throw new AdminError(`import ${id} failed: ${e.reason}`, { cause: e });
       if (attempt >= ATTEMPTS) {
         // No queue will retry a manual import: end it rather than leave the account blocked.
-        await markImportFailed(sql, accountId, id, 'The import stopped after repeated errors; no contacts past the last completed batch were written.');
+        await markImportFailed(
+          sql,
+          accountId,
+          id,
+          'The import stopped after repeated errors; no contacts past the last completed batch were written.',
+        );
         throw new AdminError(`import ${id} failed: ${(e as Error).message}`, { cause: e });
       }
       await Bun.sleep(1000 * attempt);
@@ -118,14 +131,16 @@ async function readHeader(path: string): Promise<string[]> {
   // Not fatal: a bad byte past the header is the pipeline's to report (as a failed import).
   const text = new TextDecoder('utf-8').decode(bytes);
   const first = Papa.parse<string[]>(text, { delimiter: ',', preview: 1, skipEmptyLines: 'greedy' }).data[0];
-  if (!first || first.every((c) => c.trim() === '')) throw new AdminError(`the file ${path} is empty: it has no header row`);
+  if (!first || first.every((c) => c.trim() === ''))
+    throw new AdminError(`the file ${path} is empty: it has no header row`);
   return first;
 }
 
 /** The command table entry for src/cli/admin.ts (`...importCommands`). */
 export const importCommands: Record<string, Command> = {
   import: {
-    usage: 'import --account ID --file PATH --strategy overwrite|keep|skip [--brand ID]… [--overwrite-brands] [--restore-disabled] [--no-events]',
+    usage:
+      'import --account ID --file PATH --strategy overwrite|keep|skip [--brand ID]… [--overwrite-brands] [--restore-disabled] [--no-events]',
     prepare(argv) {
       const flags = parseFlags(argv, {
         account: { kind: 'string', required: true },
