@@ -1,7 +1,7 @@
 -- The last step of one merge batch (advanceMerge in src/imports/lifecycle.ts, called by
--- worker/import/merge.ts): the import's checkpoint, counters and percentage move past the batch,
--- in the batch's transaction, after its contacts and events. Only from exactly the batch's first
--- seq: a batch whose predecessor has not committed (it rolled back, or someone else moved the
+-- worker/import/merge/batch.ts): the import's checkpoint, counters and percentage move past the
+-- batch, in the batch's transaction, after its contacts and events. Only from exactly the batch's
+-- first seq: a batch whose predecessor has not committed (it rolled back, or someone else moved the
 -- checkpoint) updates nothing here, and its caller rolls it back.
 --
 -- Counters are `x = x + n`: two batches run at once, and the later one runs this only once the

@@ -1,16 +1,14 @@
 import { backToRead, dedupeDone } from '../../src/imports/lifecycle';
-import { stagingTables, type MergePart, type StagingTables } from './staging';
-import type { Pipeline } from './state';
-
-/** The staged rows did not survive (a PostgreSQL crash empties unlogged tables): read again. */
-export class StagingLostError extends Error {}
+import { partSizes, stagingTables, type MergePart, type StagingTables } from './staging';
+import { StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
 
 /**
  * Phase 2, dedupe: keep the last row per email (highest row_no), set-based, into the merge table
  * with a dense `seq` so merge batches are ranges of it. The merge table comes in MERGE_PARTS parts
  * by email_md5 range, built at the same time on separate backends (staging.ts). The counts, the
  * move to `merge` and the drop of the raw rows then commit together in one transaction; a crash
- * anywhere before that commit just reruns the phase, which builds every part again.
+ * anywhere before that commit just reruns the phase, which builds every part again. Returns the
+ * merge, with the row count now known, as the next phase.
  *
  * `seq` follows email_md5 order rather than file order. The result is the same (one row per
  * email, no order between emails matters), but it costs one sort instead of two (DISTINCT ON
@@ -25,7 +23,7 @@ export class StagingLostError extends Error {}
  * again. The merge table is a pure function of the pinned file, so the rebuilt one numbers every
  * email as before and the merge goes on from its committed checkpoint with its counters as they are.
  */
-export async function dedupePhase(p: Pipeline): Promise<void> {
+export async function dedupePhase(p: Pipeline): Promise<Step> {
   const { job } = p;
   const t = stagingTables(job.id);
   const counts = await dedupe(p, t).catch(async (e) => {
@@ -33,23 +31,29 @@ export async function dedupePhase(p: Pipeline): Promise<void> {
     await stagingLost(p, 'dedupe');
     throw e; // transient: the retry runs the read phase again
   });
-  job.phase = 'merge';
-  job.rowCount = counts.kept;
-  p.log('import deduplicated', { importId: job.id, rowCount: counts.kept, duplicateInFile: counts.staged - counts.kept, rebuilt: counts.rebuilt });
+  p.log('import deduplicated', {
+    importId: job.id,
+    rowCount: counts.kept,
+    duplicateInFile: counts.staged - counts.kept,
+    rebuilt: counts.rebuilt,
+  });
+  // A rebuilt merge table goes on from the checkpoint the merge under way committed.
+  return { phase: 'merge', rowCount: counts.kept, checkpoint: counts.rebuilt ? job.checkpoint : 0 };
 }
 
 async function dedupe(p: Pipeline, t: StagingTables): Promise<{ staged: number; kept: number; rebuilt: boolean }> {
   const { job } = p;
   // An earlier dedupe of this import committed (rowCount is known) and its merge table was lost
   // since: rebuild it for the merge under way, leaving checkpoint and counters alone.
-  const rebuild = job.rowCount !== null;
+  const rebuilt = job.rowCount !== null;
   const [staging] = await p.sql<{ staged_count: number | null }[]>`
     select staged_count from contact_imports where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
   // A crash empties an unlogged table as a whole, so one row present means all are: no count of
   // the whole table (a full scan, ~5 s at 25M rows) just to check.
   const staged = Number(staging?.staged_count ?? -1);
   const [present] = await p.sql.unsafe<{ any: boolean }[]>(`select exists (select 1 from ${t.rows}) as any`);
-  if (staged < 0 || present!.any !== staged > 0) throw new StagingLostError(`staged rows of import ${job.id} were lost`);
+  if (staged < 0 || present!.any !== staged > 0)
+    throw new StagingLostError(`staged rows of import ${job.id} were lost`);
 
   // The parts at the same time, each on its own connection and committed on its own. Until the
   // commit below moves the import to `merge`, a rerun builds them all again from the raw rows.
@@ -57,15 +61,14 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<{ staged: number; 
   const failed = built.find((r) => r.status === 'rejected');
   if (failed) throw (failed as PromiseRejectedResult).reason;
   const kept = built.reduce((sum, r) => sum + (r as PromiseFulfilledResult<number>).value, 0);
-  if (rebuild && kept !== Number(job.rowCount)) {
+  if (rebuilt && kept !== Number(job.rowCount)) {
     throw new Error(`import ${job.id}: the file read again deduplicates to ${kept} rows, not ${job.rowCount}`);
   }
 
   return p.sql.begin(async (tx) => {
-    await dedupeDone(tx, job.accountId, job.id, { staged, kept, rebuilt: rebuild });
-    if (!rebuild) job.checkpoint = 0;
+    await dedupeDone(tx, job.accountId, job.id, { staged, kept, rebuilt });
     await tx.unsafe(`drop table ${t.rows}`);
-    return { staged, kept, rebuilt: rebuild };
+    return { staged, kept, rebuilt };
   });
 }
 
@@ -76,7 +79,9 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<{ staged: number; 
 async function buildPart(p: Pipeline, rows: string, part: MergePart): Promise<number> {
   // Bounds are uuids this code computed (stagingTables), not input: safe as literals, which a
   // CREATE TABLE AS needs (it takes no bind parameters).
-  const range = [part.from && `email_md5 >= '${part.from}'`, part.to && `email_md5 < '${part.to}'`].filter(Boolean).join(' and ') || 'true';
+  const range =
+    [part.from && `email_md5 >= '${part.from}'`, part.to && `email_md5 < '${part.to}'`].filter(Boolean).join(' and ') ||
+    'true';
   return p.sql.begin(async (tx) => {
     // The sort of the part's staged rows (wide: attributes and brands ride along) is the whole
     // cost. With the server's 64 MB it spills to disk from ~200,000 rows on; 1 GB sorts a 1M-row
@@ -102,43 +107,23 @@ async function buildPart(p: Pipeline, rows: string, part: MergePart): Promise<nu
 }
 
 /**
- * Rows in each part of the merge table (its highest seq: one primary-key probe), or undefined
- * when a part is missing or was built by an older worker version (no attribute_count).
- */
-export async function partSizes(p: Pipeline): Promise<number[] | undefined> {
-  const sizes: number[] = [];
-  for (const part of stagingTables(p.job.id).parts) {
-    const [rel] = await p.sql<{ present: boolean }[]>`
-      select exists (
-        select 1 from pg_attribute
-        where attrelid = to_regclass(${part.table}) and attname = 'attribute_count' and not attisdropped
-      ) as present`;
-    if (!rel!.present) return undefined;
-    const [r] = await p.sql.unsafe<{ n: number }[]>(`select coalesce(max(seq), 0)::int8 as n from ${part.table}`);
-    sizes.push(Number(r!.n));
-  }
-  return sizes;
-}
-
-/**
  * Before a merge (re)starts: the merge table must still hold its rows. A PostgreSQL crash empties
  * an unlogged table as a whole, so the parts' highest seqs (a probe each, whatever the size) must
- * add up to rowCount. When they do not, the import goes back to `read` with its checkpoint,
- * counters and percentage kept; this run then reads the file again and dedupe rebuilds the same
- * parts (the merge table is a pure function of the pinned file).
+ * add up to rowCount. When they do, the merge goes on; when they do not, the import goes back to
+ * `read` with its checkpoint, counters and percentage kept, and this run reads the file again
+ * and dedupe rebuilds the same parts (the merge table is a pure function of the pinned file).
  */
-export async function ensureStaged(p: Pipeline): Promise<void> {
-  const { job } = p;
-  const rowCount = Number(job.rowCount ?? 0);
-  if (job.checkpoint >= rowCount) return; // nothing left to merge
-  const sizes = await partSizes(p);
-  if (sizes && sizes.reduce((a, b) => a + b, 0) === rowCount) return;
+export async function ensureStaged(p: Pipeline, merge: MergeProgress): Promise<Step> {
+  const { rowCount, checkpoint } = merge;
+  if (checkpoint >= rowCount) return { phase: 'merge', rowCount, checkpoint }; // nothing left to merge
+  const sizes = await partSizes(p.sql, p.job.id);
+  if (sizes && sizes.reduce((a, b) => a + b, 0) === rowCount) return { phase: 'merge', rowCount, checkpoint };
   await stagingLost(p, 'merge');
+  return { phase: 'read' };
 }
 
 async function stagingLost(p: Pipeline, from: 'dedupe' | 'merge'): Promise<void> {
   const { job } = p;
   await backToRead(p.sql, job.accountId, job.id, from);
-  job.phase = 'read';
   p.log('import staging lost; reading the file again', { importId: job.id, from, checkpoint: job.checkpoint });
 }

@@ -2,18 +2,16 @@ import type { Sql } from '../../src/db';
 import { finishImport } from '../../src/imports/lifecycle';
 import type { ObjectStore } from '../../src/storage/store';
 import { dropStaging } from './staging';
-import type { ImportJob, Pipeline } from './state';
+import type { ImportJob, Pipeline, Step } from './state';
 
 /**
  * Phase 4, finish: `success` with completedAt, and the bulk-operation hold lifted, in one commit
  * (finishImport). Only a merge that accounted for every row can finish.
  */
-export async function finishPhase(p: Pipeline): Promise<void> {
-  const { job } = p;
-  await finishImport(p.sql, job.accountId, job.id);
-  job.status = 'success';
-  job.phase = 'finish';
-  p.log('import finished', { importId: job.id });
+export async function finishPhase(p: Pipeline): Promise<Step> {
+  await finishImport(p.sql, p.job.accountId, p.job.id);
+  p.log('import finished', { importId: p.job.id });
+  return { phase: 'done' };
 }
 
 /**

@@ -4,11 +4,20 @@ import { isDatabaseUnavailable } from '../../src/db-unavailable';
 import { markImportFailed } from '../../src/imports/lifecycle';
 import { importRunLock } from '../../src/locks';
 import type { ObjectStore } from '../../src/storage/store';
-import { dedupePhase, ensureStaged, StagingLostError } from './dedupe';
+import { dedupePhase, ensureStaged } from './dedupe';
 import { cleanup, finishPhase } from './finish';
 import { mergePhase } from './merge';
 import { readPhase } from './read';
-import { ImportBusyError, ImportFileError, loadImport, UnrecoverableImportError, type Pipeline } from './state';
+import {
+  ImportBusyError,
+  ImportFileError,
+  loadImport,
+  StagingLostError,
+  UnrecoverableImportError,
+  type ImportJob,
+  type Pipeline,
+  type Step,
+} from './state';
 
 export { ImportBusyError, UnrecoverableImportError } from './state';
 
@@ -43,7 +52,10 @@ export async function runImport(deps: ImportDeps, accountId: string, importId: s
       return await runOnce(deps, accountId, importId, log);
     } catch (e) {
       if (!(isDatabaseUnavailable(e) || e instanceof StagingLostError) || Date.now() >= deadline) throw e;
-      log('import interrupted by a database fault; resuming from its last commit once PostgreSQL answers', { importId, error: String(e) });
+      log('import interrupted by a database fault; resuming from its last commit once PostgreSQL answers', {
+        importId,
+        error: String(e),
+      });
       await databaseAnswers(deps.sql, deadline, e);
     }
   }
@@ -62,7 +74,7 @@ const DATABASE_WAIT_MS = 60_000;
 async function databaseAnswers(sql: Sql, deadline: number, lost: unknown): Promise<void> {
   for (let pause = 100; Date.now() < deadline; pause = Math.min(pause * 2, 1_000)) {
     await Bun.sleep(pause);
-    if (await sql`select 1`.then(() => true, () => false)) return;
+    if (await sql`select 1`.then(() => true).catch(() => false)) return;
   }
   throw lost;
 }
@@ -92,13 +104,11 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
       const job = await loadImport(sql, accountId, importId);
       if (!job || job.status === 'awaiting-upload') return;
       if (job.status === 'success' || job.status === 'failed') return await cleanup(sql, storage, job, log);
-      const p: Pipeline = { sql, job, batchSize: deps.config.importBatchSize, log };
+      const { importBatchSize: batchSize, importMergeConcurrency: mergeConcurrency } = deps.config;
+      const p: Pipeline = { sql, conn, store: storage, job, batchSize, mergeConcurrency, log };
+      let end: Step;
       try {
-        if (job.phase === 'merge') await ensureStaged(p); // may send it back to read
-        if (job.status === 'uploaded' || job.phase === null || job.phase === 'read') await readPhase(p, conn, storage);
-        if (job.phase === 'dedupe') await dedupePhase(p);
-        if (job.phase === 'merge' && !(await mergePhase(p, conn, deps.config.importMergeConcurrency))) return;
-        await finishPhase(p);
+        end = await runPhases(p);
       } catch (e) {
         if (!(e instanceof ImportFileError)) throw e;
         await markImportFailed(sql, accountId, importId, e.message);
@@ -106,11 +116,41 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
         log('import failed', { importId, reason: e.message });
         throw new UnrecoverableImportError(importId, e.message, { cause: e });
       }
-      await cleanup(sql, storage, job, log);
+      if (end.phase === 'done') await cleanup(sql, storage, job, log);
     } finally {
       await conn`select pg_advisory_unlock(${lockKey})`.catch(() => {});
     }
   } finally {
     conn.release();
+  }
+}
+
+/** Runs phase after phase, each returning the next, from where the committed state stands. */
+async function runPhases(p: Pipeline): Promise<Step> {
+  let step = firstStep(p.job);
+  while (step.phase !== 'done' && step.phase !== 'stopped') step = await runPhase(p, step);
+  return step;
+}
+
+/** Where a run starts: the phase the import's row is in (a merge is checked before it goes on). */
+function firstStep(job: Readonly<ImportJob>): Step {
+  if (job.status === 'uploaded' || job.phase === null || job.phase === 'read') return { phase: 'read' };
+  if (job.phase === 'dedupe') return { phase: 'dedupe' };
+  if (job.phase === 'finish') return { phase: 'finish' };
+  return { phase: 'resume', rowCount: Number(job.rowCount ?? 0), checkpoint: job.checkpoint };
+}
+
+function runPhase(p: Pipeline, step: Exclude<Step, { phase: 'done' | 'stopped' }>): Promise<Step> {
+  switch (step.phase) {
+    case 'read':
+      return readPhase(p);
+    case 'dedupe':
+      return dedupePhase(p);
+    case 'resume':
+      return ensureStaged(p, step); // may send it back to read
+    case 'merge':
+      return mergePhase(p, step);
+    case 'finish':
+      return finishPhase(p);
   }
 }

@@ -1,5 +1,4 @@
 import type { Readable } from 'node:stream';
-import type postgres from 'postgres';
 import { pinEtag, readDone, startRead } from '../../src/imports/lifecycle';
 import { ObjectChangedError, type ObjectStore } from '../../src/storage/store';
 import { RowReader } from './cells';
@@ -7,7 +6,7 @@ import { headerMismatch, loadBrands, loadColumns } from './columns';
 import { CopySink } from './copy-sink';
 import { parseCsv, utf8Text } from './csv';
 import { dropStaging, rowsTableDdl, stagingTables } from './staging';
-import { ImportFileError, type Pipeline } from './state';
+import { ImportFileError, type Pipeline, type Step } from './state';
 
 /**
  * A row can hold at most this much text (per column, at least 1 MB in all). An importable cell is
@@ -20,15 +19,16 @@ const MAX_ROW_CHARS = 1 << 20;
 /**
  * Phase 1, read: stream the pinned object through papaparse, validate and normalise every row in
  * the worker, COPY the good ones into the UNLOGGED staging table, count the malformed ones.
+ * Returns dedupe as the next phase.
  *
  * Restart-safe by starting over: the staging table is truncated first, and the malformed count is
  * kept in memory and committed only together with the move to `dedupe` (readDone), so a read killed
  * half way leaves nothing that a second read could count twice.
  */
-export async function readPhase(p: Pipeline, conn: postgres.ReservedSql<{}>, store: ObjectStore): Promise<void> {
-  const { sql, job } = p;
+export async function readPhase(p: Pipeline): Promise<Step> {
+  const { sql, conn, store, job } = p;
   await startRead(sql, job.accountId, job.id);
-  const etag = await pinnedEtag(p, store);
+  const etag = await pinnedEtag(p);
 
   const columns = await loadColumns(sql, job);
   const brands = await loadBrands(sql, job.accountId);
@@ -64,7 +64,10 @@ export async function readPhase(p: Pipeline, conn: postgres.ReservedSql<{}>, sto
       }
       if (unparsed > maxRowChars) {
         const where = headerSeen ? `Data row ${rowNo + 1}` : 'The header row';
-        throw new ImportFileError(`${where} is not valid CSV: a quoted field is never closed, or the row is longer than ${maxRowChars} characters.`);
+        throw new ImportFileError(
+          `${where} is not valid CSV: a quoted field is never closed, ` +
+            `or the row is longer than ${maxRowChars} characters.`,
+        );
       }
       if (!sink.ready) {
         text.pause();
@@ -83,19 +86,18 @@ export async function readPhase(p: Pipeline, conn: postgres.ReservedSql<{}>, sto
   }
 
   await readDone(sql, job.accountId, job.id, { malformed, staged: sink.rows });
-  job.phase = 'dedupe';
   p.log('import read', { importId: job.id, rows: rowNo, staged: sink.rows, malformed });
+  return { phase: 'dedupe' };
 }
 
 /** The ETag the import reads; pinned at upload (or here, once), so a later PUT is never imported. */
-async function pinnedEtag(p: Pipeline, store: ObjectStore): Promise<string> {
+async function pinnedEtag(p: Pipeline): Promise<string> {
   const { job } = p;
   if (!job.objectKey) throw new ImportFileError('No file was uploaded for this import.');
   if (job.objectEtag) return job.objectEtag;
-  const info = await store.head(job.objectKey);
+  const info = await p.store.head(job.objectKey);
   if (!info) throw new ImportFileError('The uploaded file could not be found.');
   await pinEtag(p.sql, job.accountId, job.id, info.etag, info.size);
-  job.objectEtag = info.etag;
   return info.etag;
 }
 
@@ -104,7 +106,10 @@ async function openObject(store: ObjectStore, key: string, etag: string): Promis
     return await store.read(key, etag);
   } catch (e) {
     // Gone or replaced is permanent; anything else (network, throttling) is for a retry.
-    if (e instanceof ObjectChangedError) throw new ImportFileError('The uploaded file could not be read: it was removed or replaced after upload.', { cause: e });
+    if (e instanceof ObjectChangedError)
+      throw new ImportFileError('The uploaded file could not be read: it was removed or replaced after upload.', {
+        cause: e,
+      });
     throw e;
   }
 }

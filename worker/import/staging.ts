@@ -80,3 +80,22 @@ export function rowsTableDdl(table: string): string {
 export async function dropStaging(sql: Sql, importId: string): Promise<void> {
   await sql.unsafe(`drop table if exists ${allStagingTables(stagingTables(importId))}`);
 }
+
+/**
+ * Rows in each part of the merge table (its highest seq: one primary-key probe), or undefined
+ * when a part is missing or was built by an older worker version (no attribute_count).
+ */
+export async function partSizes(sql: Sql, importId: string): Promise<number[] | undefined> {
+  const sizes: number[] = [];
+  for (const part of stagingTables(importId).parts) {
+    const [rel] = await sql<{ present: boolean }[]>`
+      select exists (
+        select 1 from pg_attribute
+        where attrelid = to_regclass(${part.table}) and attname = 'attribute_count' and not attisdropped
+      ) as present`;
+    if (!rel!.present) return undefined;
+    const [r] = await sql.unsafe<{ n: number }[]>(`select coalesce(max(seq), 0)::int8 as n from ${part.table}`);
+    sizes.push(Number(r!.n));
+  }
+  return sizes;
+}

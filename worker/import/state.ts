@@ -1,5 +1,7 @@
 import { UnrecoverableError } from 'bullmq';
+import type postgres from 'postgres';
 import type { Sql } from '../../src/db';
+import type { ObjectStore } from '../../src/storage/store';
 
 /**
  * The import failed for good and its row says so (`failed`, `failureReason`). Extends BullMQ's
@@ -22,10 +24,13 @@ export class ImportFileError extends Error {}
 /** Another worker is running this import right now; retrying later is right. */
 export class ImportBusyError extends Error {}
 
+/** The staged rows did not survive (a PostgreSQL crash empties unlogged tables): read again. */
+export class StagingLostError extends Error {}
+
 export type Strategy = 'overwrite' | 'keep' | 'skip';
 export type Phase = 'read' | 'dedupe' | 'merge' | 'finish';
 
-/** The contact_imports row as the pipeline needs it. */
+/** The contact_imports row as the pipeline needs it, as loaded at the start of a run. */
 export interface ImportJob {
   accountId: string;
   id: string;
@@ -56,10 +61,38 @@ export async function loadImport(sql: Sql, accountId: string, importId: string):
   return row;
 }
 
-/** What the pipeline has to hand to every phase. */
+/**
+ * What a run does next. Each phase returns its successor with what it learned, so the run's
+ * state is the step in hand, never a field a phase changed. `resume` is a merge taken up from its
+ * committed state, whose merge table must be checked first (ensureStaged); `stopped` is an import
+ * that stopped being a running merge under us (failed or finished by another hand).
+ */
+export type Step =
+  | { phase: 'read' }
+  | { phase: 'dedupe' }
+  | ({ phase: 'resume' } & MergeProgress)
+  | ({ phase: 'merge' } & MergeProgress)
+  | { phase: 'finish' }
+  | { phase: 'done' }
+  | { phase: 'stopped' };
+
+/** Where a merge stands: the rows to merge and the last seq committed. */
+export interface MergeProgress {
+  rowCount: number;
+  checkpoint: number;
+}
+
+/** What the pipeline hands to every phase: the run's import, connections and settings. */
 export interface Pipeline {
   sql: Sql;
-  job: ImportJob;
+  /**
+   * The run's reserved connection: it holds the run's session locks (the import's, the account's
+   * merge lock) and carries the read phase's COPY, which must not run inside a transaction.
+   */
+  conn: postgres.ReservedSql<{}>;
+  store: ObjectStore;
+  job: Readonly<ImportJob>;
   batchSize: number;
+  mergeConcurrency: number;
   log: (msg: string, fields?: object) => void;
 }

@@ -1,0 +1,179 @@
+import { batchHoldsAccount } from '../../../src/contacts/write-guard';
+import { advanceMerge } from '../../../src/imports/lifecycle';
+import { mergeBatchLock } from '../../../src/locks';
+import { StagingLostError, type Pipeline } from '../state';
+import type { PartStatements } from './sql-files';
+
+/** In-process retries of a batch that lost a deadlock or serialization race before giving up to the queue. */
+const RACE_RETRIES = 3;
+
+/** One part of the merge table: its statements, and where its rows sit in the import's seq. */
+export interface Part {
+  /** rows of the parts before it: its seq n is the import's seq offset + n */
+  offset: number;
+  size: number;
+  statements: PartStatements;
+}
+
+/** One import's merge: the rows it merges and the parts they sit in. */
+export interface Merge {
+  p: Pipeline;
+  rowCount: number;
+  parts: Part[];
+}
+
+/** One batch, (lo, hi] of the import's seq, and where it stands among the batches in flight. */
+export interface Batch {
+  lo: number;
+  hi: number;
+  /** the first seq of the batch in flight before it, whose transaction must end before this one commits */
+  previousLo: number | undefined;
+  /** when the whole merge should end at the pace so far (for Retry-After) */
+  estimatedEnd: Date;
+  /** called once the batch holds its own lock, so the next batch can wait on it */
+  locked: () => void;
+}
+
+/** What one batch's statement returns: rows read from the merge table and what became of them. */
+interface BatchCounts {
+  rows: number;
+  added: number;
+  updated: number;
+  skipped: number;
+  events: number;
+}
+
+/**
+ * How one batch ended: merged (committed), or rolled back because the import stopped or the
+ * checkpoint is not where it expected.
+ */
+export type Outcome = { hi: number; percentComplete: number; counts: BatchCounts } | { halt: 'stop' | 'moved' };
+
+/** Thrown inside a batch's transaction to roll it back and report the outcome. */
+class BatchHalted extends Error {
+  constructor(readonly halt: 'stop' | 'moved') {
+    super(`merge batch halted: ${halt}`);
+  }
+}
+
+/** 40P01 deadlock, 40001 serialization failure: the batch's transaction rolled back, try again. */
+function lostRace(e: unknown): boolean {
+  const code = (e as { code?: unknown } | null)?.code;
+  return code === '40P01' || code === '40001';
+}
+
+/** One batch, retried in place when it loses a deadlock or serialization race. */
+export async function runBatch(m: Merge, b: Batch): Promise<Outcome> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await batchTransaction(m, b);
+    } catch (e) {
+      if (e instanceof BatchHalted) return { halt: e.halt };
+      if (!lostRace(e) || attempt >= RACE_RETRIES) throw e;
+      m.p.log('import merge batch retried', { importId: m.p.job.id, seq: b.lo, code: (e as { code?: string }).code });
+      await Bun.sleep(100 * 2 ** attempt);
+    }
+  }
+}
+
+/** The pieces of the import's seq range (lo, hi] in each part it touches, as that part's own seqs. */
+function segmentsOf(parts: readonly Part[], lo: number, hi: number): { part: Part; from: number; to: number }[] {
+  return parts
+    .filter((x) => x.size > 0 && x.offset < hi && x.offset + x.size > lo)
+    .map((part) => ({
+      part,
+      from: Math.max(lo, part.offset) - part.offset,
+      to: Math.min(hi, part.offset + part.size) - part.offset,
+    }));
+}
+
+async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {
+  const { p, rowCount } = m;
+  const { job } = p;
+  const { lo, hi, previousLo } = b;
+  return (await p.sql.begin(async (tx) => {
+    // This batch's own key (held to its end), and the account's lock SHARED: single writes were
+    // drained and are refused now, and `attribute create` (exclusive) still cannot interleave.
+    // jit off: compiling this statement costs more than it saves. synchronous_commit off: the
+    // batch's writes and its checkpoint are one transaction, so a commit the server loses in a
+    // crash loses both together and the next run redoes the batch (the finish phase commits
+    // synchronously, and its flush covers every batch before it). Hash and merge joins off: each
+    // staged row is looked up through the contacts primary key; a hash join would read every
+    // contact of the account once per batch. The probes come in email_md5 order (seq follows it),
+    // so they walk the index leaf by leaf.
+    await tx`
+      select pg_advisory_xact_lock(${mergeBatchLock(tx, job.id, lo)}),
+             ${batchHoldsAccount(tx, job.accountId)},
+             set_config('jit', 'off', true), set_config('synchronous_commit', 'off', true),
+             set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`;
+    b.locked();
+    // A plain read: a row lock here would serialise the batches. The earlier batch in flight may
+    // not have committed yet (checkpoint below lo); advance.sql settles that at the end.
+    const [state] = await tx<{ status: string; phase: string | null; checkpoint: number }[]>`
+      select status, phase, checkpoint from contact_imports
+      where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
+    if (!state || state.status !== 'importing' || state.phase !== 'merge') throw new BatchHalted('stop');
+    if (state.checkpoint > lo || (state.checkpoint < lo && previousLo === undefined)) throw new BatchHalted('moved');
+
+    // A batch that crosses a part boundary runs its statements once per part, in the one
+    // transaction: it still commits (and moves the checkpoint) as one batch. Its brand events are
+    // then one outbox row per brand and part, the same (contact, brand) pairs.
+    const counts: BatchCounts = { rows: 0, added: 0, updated: 0, skipped: 0, events: 0 };
+    for (const { part, from, to } of segmentsOf(m.parts, lo, hi)) {
+      const { statements } = part;
+      // A range that holds no contact and no seed of the account is all adds: the plain INSERT
+      // of insert-batch.sql does exactly what merge-batch.sql would, for less.
+      const [probe] = await tx.unsafe<{ clash: boolean }[]>(statements.clash, [job.accountId, from, to], {
+        prepare: false,
+      });
+      const [got] = probe!.clash
+        ? await tx.unsafe<BatchCounts[]>(
+            statements.merge,
+            [
+              job.accountId,
+              job.id,
+              from,
+              to,
+              job.strategy,
+              job.overwriteBrands,
+              job.restoreDisabled,
+              job.publishEvents,
+              job.method,
+            ],
+            { prepare: false },
+          )
+        : await tx.unsafe<BatchCounts[]>(
+            statements.insert,
+            [job.accountId, job.id, from, to, job.publishEvents, job.method],
+            { prepare: false },
+          );
+      for (const k of ['rows', 'added', 'updated', 'skipped', 'events'] as const) counts[k] += Number(got![k]);
+    }
+    // The merge table may sit on unlogged tables that a PostgreSQL crash empties: never count a
+    // batch that read fewer rows than its range holds.
+    if (counts.rows < hi - lo) {
+      throw new StagingLostError(`staged rows ${lo + 1}…${hi} of import ${job.id} were lost (read ${counts.rows})`);
+    }
+
+    // Commits in seq order: wait until the earlier batch's transaction has ended, committed or not.
+    if (previousLo !== undefined) {
+      await tx`select pg_advisory_xact_lock_shared(${mergeBatchLock(tx, job.id, previousLo)})`;
+    }
+    const percentComplete = await advanceMerge(tx, job.accountId, job.id, {
+      from: lo,
+      to: hi,
+      added: counts.added,
+      updated: counts.updated,
+      skipped: counts.skipped,
+      rowCount,
+      estimatedEnd: b.estimatedEnd,
+    });
+    if (percentComplete === undefined) {
+      const [now] = await tx<{ running: boolean }[]>`
+        select status = 'importing' and phase = 'merge' as running from contact_imports
+        where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
+      throw new BatchHalted(now?.running ? 'moved' : 'stop');
+    }
+    return { hi, percentComplete, counts };
+  })) as Outcome;
+}
