@@ -16,8 +16,8 @@ with advanced as (
   update contact_imports
   set checkpoint       = $4::int8,
       added_count      = added_count + $5::int8,
-      updated_count    = coalesce(updated_count, 0) + $6::int8,
-      skipped_count    = coalesce(skipped_count, 0) + $7::int8,
+      updated_count    = updated_count + $6::int8,
+      skipped_count    = skipped_count + $7::int8,
       -- Whole percent of rows accounted for: 0 until the first batch of a small file is done.
       percent_complete = (100 * $4::int8 / greatest($8::int8, 1))::int4,
       updated_at       = now()

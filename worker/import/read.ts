@@ -21,9 +21,9 @@ const MAX_ROW_CHARS = 1 << 20;
  * the worker, COPY the good ones into the UNLOGGED staging table, count the malformed ones.
  * Returns dedupe as the next phase.
  *
- * Restart-safe by starting over: the staging table is truncated first, and the malformed count is
- * kept in memory and committed only together with the move to `dedupe` (readDone), so a read killed
- * half way leaves nothing that a second read could count twice.
+ * Restart-safe by starting over: the staging tables are made anew first, and the malformed count
+ * is kept in memory and committed only together with the move to `dedupe` (readDone), so a read
+ * killed half way leaves nothing that a second read could count twice.
  */
 export async function readPhase(p: Pipeline): Promise<Step> {
   const { sql, conn, store, job } = p;
@@ -36,7 +36,7 @@ export async function readPhase(p: Pipeline): Promise<Step> {
   const maxRowChars = Math.max(MAX_ROW_CHARS, columns.length * MAX_CHARS_PER_COLUMN);
 
   const t = stagingTables(job.id);
-  // Made anew rather than truncated: a table left by an older worker version may lack a column.
+  // Made anew: an earlier read of this import may have left rows behind (and a merge table built from them).
   await dropStaging(conn, job.id);
   await conn.unsafe(rowsTableDdl(t.rows));
 

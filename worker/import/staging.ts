@@ -29,8 +29,6 @@ export interface StagingTables {
    * n - (rows of the parts before) of its part.
    */
   parts: MergePart[];
-  /** The single merge table of workers before the split: only ever dropped. */
-  legacyMerge: string;
 }
 
 /**
@@ -41,9 +39,14 @@ export interface StagingTables {
 export function stagingTables(importId: string): StagingTables {
   if (!UUID.test(importId)) throw new Error(`import id ${importId} is not a uuid`);
   const hex = importId.replaceAll('-', '').toLowerCase();
-  const bound = (k: number) => (k === 0 || k === MERGE_PARTS ? null : uuidAt((BigInt(k) << 128n) / BigInt(MERGE_PARTS)));
-  const parts = Array.from({ length: MERGE_PARTS }, (_, k) => ({ table: `import_merge_${hex}_${k}`, from: bound(k), to: bound(k + 1) }));
-  return { rows: `import_rows_${hex}`, parts, legacyMerge: `import_merge_${hex}` };
+  const bound = (k: number) =>
+    k === 0 || k === MERGE_PARTS ? null : uuidAt((BigInt(k) << 128n) / BigInt(MERGE_PARTS));
+  const parts = Array.from({ length: MERGE_PARTS }, (_, k) => ({
+    table: `import_merge_${hex}_${k}`,
+    from: bound(k),
+    to: bound(k + 1),
+  }));
+  return { rows: `import_rows_${hex}`, parts };
 }
 
 /** The uuid whose 128 bits are `n`. */
@@ -54,7 +57,7 @@ function uuidAt(n: bigint): string {
 
 /** Every table name of one import's staging, for `drop table if exists`. */
 function allStagingTables(t: StagingTables): string {
-  return [t.rows, ...t.parts.map((x) => x.table), t.legacyMerge].join(', ');
+  return [t.rows, ...t.parts.map((x) => x.table)].join(', ');
 }
 
 /**
@@ -83,16 +86,12 @@ export async function dropStaging(sql: Sql, importId: string): Promise<void> {
 
 /**
  * Rows in each part of the merge table (its highest seq: one primary-key probe), or undefined
- * when a part is missing or was built by an older worker version (no attribute_count).
+ * when a part is missing.
  */
 export async function partSizes(sql: Sql, importId: string): Promise<number[] | undefined> {
   const sizes: number[] = [];
   for (const part of stagingTables(importId).parts) {
-    const [rel] = await sql<{ present: boolean }[]>`
-      select exists (
-        select 1 from pg_attribute
-        where attrelid = to_regclass(${part.table}) and attname = 'attribute_count' and not attisdropped
-      ) as present`;
+    const [rel] = await sql<{ present: boolean }[]>`select to_regclass(${part.table}) is not null as present`;
     if (!rel!.present) return undefined;
     const [r] = await sql.unsafe<{ n: number }[]>(`select coalesce(max(seq), 0)::int8 as n from ${part.table}`);
     sizes.push(Number(r!.n));
