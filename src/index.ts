@@ -6,6 +6,7 @@ import { resolveDatabaseUrl, resolveRedisUrl } from './embedded/urls';
 import { createStore } from './storage';
 import { createImportQueue } from './imports/bullmq-queue';
 import { migrate } from './migrate';
+import { closeAndExit, onStopSignals } from './shutdown';
 
 const config = loadConfigOrExit();
 setLogLevel(config.logLevel);
@@ -29,10 +30,6 @@ async function shutdown(signal: string) {
   log('info', 'api shutting down', { signal });
   await server.stop(false).catch((e) => log('error', 'server stop failed', errorFields(e)));
   await queue.close().catch(() => {});
-  await sql.end({ timeout: 5 }).catch(() => {});
-  await db.stop();
-  await redis.stop();
-  process.exit(0);
+  await closeAndExit(sql, [db, redis]);
 }
-process.on('SIGTERM', () => void shutdown('SIGTERM'));
-process.on('SIGINT', () => void shutdown('SIGINT'));
+onStopSignals(shutdown);

@@ -9,9 +9,21 @@ import { connect } from '../src/db';
 import { errorFields, log, setLogLevel } from '../src/log';
 import { createImportQueue, redisConnection } from '../src/imports/bullmq-queue';
 import { markImportFailed } from '../src/imports/lifecycle';
-import { BUSY_RECHECK_MS, IMPORT_JOB, IMPORT_LOCK_MS, IMPORT_LOCK_RENEW_MS, IMPORT_QUEUE, JOB_NAMES, STALLED_CHECK_MS, SWEEP_JOB, SWEEP_QUEUE, type ImportJobData } from '../src/imports/jobs';
+import {
+  BUSY_RECHECK_MS,
+  IMPORT_JOB,
+  IMPORT_LOCK_MS,
+  IMPORT_LOCK_RENEW_MS,
+  IMPORT_QUEUE,
+  JOB_NAMES,
+  STALLED_CHECK_MS,
+  SWEEP_JOB,
+  SWEEP_QUEUE,
+  type ImportJobData,
+} from '../src/imports/jobs';
 import { resolveDatabaseUrl, resolveRedisUrl } from '../src/embedded/urls';
 import { createStore } from '../src/storage';
+import { closeAndExit, onStopSignals } from '../src/shutdown';
 import { ImportBusyError, runImport } from './import/index';
 import { workerPoolSize } from './pool-size';
 import { keepSweepScheduler } from './schedulers';
@@ -33,7 +45,11 @@ const concurrency = config.workerConcurrency;
 const db = await resolveDatabaseUrl(config);
 const redis = await resolveRedisUrl(config);
 const poolSize = workerPoolSize(config);
-if (poolSize > config.databasePoolSize) log('info', 'worker database pool raised to what its imports need', { configured: config.databasePoolSize, poolSize });
+if (poolSize > config.databasePoolSize)
+  log('info', 'worker database pool raised to what its imports need', {
+    configured: config.databasePoolSize,
+    poolSize,
+  });
 const sql = connect(db.url, poolSize, { appName: config.appName });
 const storage = await createStore(config);
 const importQueue = createImportQueue(redis.url);
@@ -48,9 +64,14 @@ const handlers: Record<string, Record<string, Handler>> = {
     [IMPORT_JOB]: async (job: Job<ImportJobData>, token?: string) => {
       const { accountId, importId } = job.data ?? {};
       // Bad input never gets better with retries.
-      if (!UUID.test(accountId ?? '') || !UUID.test(importId ?? '')) throw new UnrecoverableError(`job ${job.id} has no valid accountId/importId`);
+      if (!UUID.test(accountId ?? '') || !UUID.test(importId ?? ''))
+        throw new UnrecoverableError(`job ${job.id} has no valid accountId/importId`);
       try {
-        await runImport({ sql, storage, config, log: (msg, fields) => log('info', msg, { importId, ...fields }) }, accountId, importId);
+        await runImport(
+          { sql, storage, config, log: (msg, fields) => log('info', msg, { importId, ...fields }) },
+          accountId,
+          importId,
+        );
       } catch (e) {
         if (!(e instanceof ImportBusyError) || !token) throw e;
         // Another run holds the import's session lock: a worker whose lock lapsed while it still
@@ -66,7 +87,8 @@ const handlers: Record<string, Record<string, Handler>> = {
   [SWEEP_QUEUE]: {
     [SWEEP_JOB]: async () => {
       const result = await sweep({ sql, storage, queue: importQueue });
-      if (result.arrived.length || result.expired.length || result.requeued.length || result.released.length) log('info', 'upload sweep', { ...result });
+      if (result.arrived.length || result.expired.length || result.requeued.length || result.released.length)
+        log('info', 'upload sweep', { ...result });
       return result;
     },
   },
@@ -75,8 +97,12 @@ const handlers: Record<string, Record<string, Handler>> = {
 checkHandlers();
 
 function checkHandlers(): void {
-  const declared = Object.entries(JOB_NAMES).flatMap(([q, names]) => names.map((n) => `${q}/${n}`)).sort();
-  const handled = Object.entries(handlers).flatMap(([q, map]) => Object.keys(map).map((n) => `${q}/${n}`)).sort();
+  const declared = Object.entries(JOB_NAMES)
+    .flatMap(([q, names]) => names.map((n) => `${q}/${n}`))
+    .sort();
+  const handled = Object.entries(handlers)
+    .flatMap(([q, map]) => Object.keys(map).map((n) => `${q}/${n}`))
+    .sort();
   if (declared.join() !== handled.join()) {
     log('error', 'job names and handlers differ; refusing to start', { declared, handled });
     process.exit(1);
@@ -108,8 +134,13 @@ const sweepWorker = new Worker(SWEEP_QUEUE, processorFor(SWEEP_QUEUE), {
   concurrency: 1,
   lockDuration: 60_000,
 });
-for (const [name, w] of [['import', importWorker], ['sweep', sweepWorker]] as const) {
-  w.on('failed', (job, e) => log('warn', `${name} job failed`, { jobId: job?.id, attempts: job?.attemptsMade, ...errorFields(e) }));
+for (const [name, w] of [
+  ['import', importWorker],
+  ['sweep', sweepWorker],
+] as const) {
+  w.on('failed', (job, e) =>
+    log('warn', `${name} job failed`, { jobId: job?.id, attempts: job?.attemptsMade, ...errorFields(e) }),
+  );
   w.on('error', (e) => log('error', `${name} worker error`, errorFields(e)));
 }
 // An import whose retries are used up stops with a reason instead of holding the account's one open
@@ -117,8 +148,11 @@ for (const [name, w] of [['import', importWorker], ['sweep', sweepWorker]] as co
 importWorker.on('failed', (job, e) => {
   const data = job?.data as ImportJobData | undefined;
   if (!job || !data || e instanceof UnrecoverableError || job.attemptsMade < (job.opts.attempts ?? 1)) return;
-  const reason = `The import stopped after ${job.attemptsMade} failed attempts; the last error was: ${e.message.split('\n')[0]!.slice(0, 300)}`;
-  markImportFailed(sql, data.accountId, data.importId, reason).catch((err) => log('error', 'could not mark the import failed', { importId: data.importId, ...errorFields(err) }));
+  const lastError = e.message.split('\n')[0]!.slice(0, 300);
+  const reason = `The import stopped after ${job.attemptsMade} failed attempts; the last error was: ${lastError}`;
+  markImportFailed(sql, data.accountId, data.importId, reason).catch((err) =>
+    log('error', 'could not mark the import failed', { importId: data.importId, ...errorFields(err) }),
+  );
 });
 
 const sweepConnection = redisConnection(redis.url);
@@ -131,7 +165,9 @@ log('info', 'worker started', { concurrency, storage: storage.driver });
 const heartbeatFile = `${config.dataDir}/worker-heartbeat`;
 async function beat() {
   const now = new Date();
-  await utimes(heartbeatFile, now, now).catch(() => writeFile(heartbeatFile, '')).catch((e) => log('warn', 'heartbeat failed', errorFields(e)));
+  await utimes(heartbeatFile, now, now)
+    .catch(() => writeFile(heartbeatFile, ''))
+    .catch((e) => log('warn', 'heartbeat failed', errorFields(e)));
 }
 await mkdir(config.dataDir, { recursive: true }).catch(() => {});
 void beat();
@@ -144,7 +180,11 @@ setInterval(() => {
   const now = performance.now();
   const lagMs = now - loopCheckedAt - 1_000;
   loopCheckedAt = now;
-  if (lagMs > IMPORT_LOCK_RENEW_MS) log('warn', 'worker event loop was blocked; job locks may lapse', { lagMs: Math.round(lagMs), lockMs: IMPORT_LOCK_MS });
+  if (lagMs > IMPORT_LOCK_RENEW_MS)
+    log('warn', 'worker event loop was blocked; job locks may lapse', {
+      lagMs: Math.round(lagMs),
+      lockMs: IMPORT_LOCK_MS,
+    });
 }, 1_000).unref();
 
 // Phased shutdown: stop taking jobs and let the running ones finish (worker.close() waits), then
@@ -162,10 +202,6 @@ async function shutdown(signal: string) {
   await Promise.allSettled([importWorker.close(), sweepWorker.close()]);
   await Promise.allSettled([sweepQueue.close(), importQueue.close()]);
   await sweepConnection.quit().catch(() => sweepConnection.disconnect());
-  await sql.end({ timeout: 5 }).catch(() => {});
-  await db.stop();
-  await redis.stop();
-  process.exit(0);
+  await closeAndExit(sql, [db, redis]);
 }
-process.on('SIGTERM', () => void shutdown('SIGTERM'));
-process.on('SIGINT', () => void shutdown('SIGINT'));
+onStopSignals(shutdown);
