@@ -40,11 +40,23 @@ describe('admin import', () => {
     const path = await file('\uFEFF EMAIL ,FirstName,brand\r\na@example.com,Ann,alpha\r\nb@example.com,Bo,\r\n');
     // The admin CLI's pool has two connections; the pipeline must make do with them.
     const cliSql = connect(bed.db.url, 2);
-    const { id } = await importCommand(cliSql, testConfig(2), { account: a.id, file: path, strategy: 'keep', brand: [a.brand], 'no-events': true }, bed.files.store).finally(() => cliSql.end());
+    const { id } = await importCommand(
+      cliSql,
+      testConfig(2),
+      { account: a.id, file: path, strategy: 'keep', brand: [a.brand], 'no-events': true },
+      bed.files.store,
+    ).finally(() => cliSql.end());
     expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({ status: 'success', rowCount: 2, addedCount: 2 });
-    const [imp] = await bed.db.sql`select method, columns, publish_events, duplicate_contact_strategy from contact_imports where id = ${id}`;
-    expect(imp).toEqual({ method: 'manual', columns: ['Email', 'firstName', 'Brand'], publish_events: false, duplicate_contact_strategy: 'keep' });
-    const contacts = await bed.db.sql`select email, attributes, first_import_method from contacts where account_id = ${a.id} order by email`;
+    const [imp] = await bed.db
+      .sql`select method, columns, publish_events, duplicate_contact_strategy from contact_imports where id = ${id}`;
+    expect(imp).toEqual({
+      method: 'manual',
+      columns: ['Email', 'firstName', 'Brand'],
+      publish_events: false,
+      duplicate_contact_strategy: 'keep',
+    });
+    const contacts = await bed.db
+      .sql`select email, attributes, first_import_method from contacts where account_id = ${a.id} order by email`;
     expect([...contacts]).toEqual([
       { email: 'a@example.com', attributes: { firstName: 'Ann' }, first_import_method: 'manual' },
       { email: 'b@example.com', attributes: { firstName: 'Bo' }, first_import_method: 'manual' },
@@ -53,12 +65,26 @@ describe('admin import', () => {
 
   test('a header that is not the schema, an empty file, an unknown brand: a clear error, no import', async () => {
     const a = await account();
-    expect(await run({ account: a.id, file: await file('Email,nope\n'), strategy: 'skip' }).catch((e) => e)).toBeInstanceOf(AdminError);
-    expect(await run({ account: a.id, file: await file('firstName\n'), strategy: 'skip' }).catch((e) => e.message)).toContain('Email');
-    expect(await run({ account: a.id, file: await file(''), strategy: 'skip' }).catch((e) => e.message)).toContain('empty');
-    expect(await run({ account: a.id, file: await file('Email\n'), strategy: 'skip', brand: [crypto.randomUUID()] }).catch((e) => e.message)).toContain('no brand');
-    expect(await run({ account: a.id, file: join(dir, 'missing.csv'), strategy: 'skip' }).catch((e) => e.message)).toContain('cannot read');
-    const [n] = await bed.db.sql<{ n: number }[]>`select count(*)::int as n from contact_imports where account_id = ${a.id}`;
+    expect(
+      await run({ account: a.id, file: await file('Email,nope\n'), strategy: 'skip' }).catch((e) => e),
+    ).toBeInstanceOf(AdminError);
+    expect(
+      await run({ account: a.id, file: await file('firstName\n'), strategy: 'skip' }).catch((e) => e.message),
+    ).toContain('Email');
+    expect(await run({ account: a.id, file: await file(''), strategy: 'skip' }).catch((e) => e.message)).toContain(
+      'empty',
+    );
+    expect(
+      await run({ account: a.id, file: await file('Email\n'), strategy: 'skip', brand: [crypto.randomUUID()] }).catch(
+        (e) => e.message,
+      ),
+    ).toContain('no brand');
+    expect(
+      await run({ account: a.id, file: join(dir, 'missing.csv'), strategy: 'skip' }).catch((e) => e.message),
+    ).toContain('cannot read');
+    const [n] = await bed.db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from contact_imports where account_id = ${a.id}`;
     expect(n!.n).toBe(0);
   });
 
@@ -75,12 +101,20 @@ describe('admin import', () => {
     await bed.db.sql`
       insert into contact_imports (account_id, status, method, columns, duplicate_contact_strategy)
       values (${a.id}, 'awaiting-upload', 'api', ${bed.db.sql.array(['Email'])}, 'skip')`;
-    expect(await run({ account: a.id, file: await file('Email\nx@example.com\n'), strategy: 'skip' }).catch((e) => e.message)).toContain('another import is open');
+    expect(
+      await run({ account: a.id, file: await file('Email\nx@example.com\n'), strategy: 'skip' }).catch(
+        (e) => e.message,
+      ),
+    ).toContain('another import is open');
   });
 
   test('a file the pipeline refuses fails the import and says why', async () => {
     const a = await account();
-    const error = await run({ account: a.id, file: await file(Buffer.from([0x45, 0x6d, 0x61, 0x69, 0x6c, 0x0a, 0xff, 0x0a])), strategy: 'skip' }).catch((e) => e);
+    const error = await run({
+      account: a.id,
+      file: await file(Buffer.from([0x45, 0x6d, 0x61, 0x69, 0x6c, 0x0a, 0xff, 0x0a])),
+      strategy: 'skip',
+    }).catch((e) => e);
     expect(error).toBeInstanceOf(AdminError);
     expect(error.message).toMatch(/^import [0-9a-f-]{36} failed: The file is not UTF-8 text\.$/);
     const [imp] = await bed.db.sql`select status from contact_imports where account_id = ${a.id}`;

@@ -42,7 +42,8 @@ export async function sweep(deps: SweepDeps): Promise<SweepResult> {
 /** Schema-change holds of admin CLIs that died mid-change (see releaseStaleSchemaHolds). */
 async function releaseStaleHolds({ sql }: SweepDeps): Promise<string[]> {
   const rows = await releaseStaleSchemaHolds(sql);
-  for (const r of rows) log('warn', 'schema-change hold without a live owner removed', { accountId: r.account_id, holdId: r.id });
+  for (const r of rows)
+    log('warn', 'schema-change hold without a live owner removed', { accountId: r.account_id, holdId: r.id });
   return rows.map((r) => r.id);
 }
 
@@ -76,7 +77,9 @@ async function expireUnusedImports({ sql, storage }: SweepDeps): Promise<string[
   for (const r of rows) {
     log('info', 'contact import failed: no file within 24 hours', { accountId: r.account_id, importId: r.id });
     // A file that lands later is never imported; drop whatever is there now.
-    await storage.remove(r.object_key ?? importObjectKey(r.account_id, r.id)).catch((e) => log('warn', 'removing an expired upload failed', { importId: r.id, ...errorFields(e) }));
+    await storage
+      .remove(r.object_key ?? importObjectKey(r.account_id, r.id))
+      .catch((e) => log('warn', 'removing an expired upload failed', { importId: r.id, ...errorFields(e) }));
   }
   return rows.map((r) => r.id);
 }
@@ -105,12 +108,18 @@ async function requeueOrphans({ sql, queue }: SweepDeps): Promise<string[]> {
 }
 
 /** Runs `fn` over `items`, `limit` at a time; one item's failure (an S3 hiccup) is logged, not fatal. */
-async function eachLimited<T extends { id: string }>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+async function eachLimited<T extends { id: string }>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<void>,
+): Promise<void> {
   let next = 0;
   const run = async () => {
     while (next < items.length) {
       const item = items[next++]!;
-      await fn(item).catch((e) => log('warn', 'sweep step failed for an import; next sweep retries', { importId: item.id, ...errorFields(e) }));
+      await fn(item).catch((e) =>
+        log('warn', 'sweep step failed for an import; next sweep retries', { importId: item.id, ...errorFields(e) }),
+      );
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, run));

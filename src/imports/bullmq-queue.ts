@@ -17,7 +17,10 @@ export function redisConnection(redisUrl: string): Redis {
 export class BullImportQueue implements ImportQueue {
   readonly queue: Queue<ImportJobData>;
 
-  constructor(private readonly connection: Redis, opts: QueueOptions = {}) {
+  constructor(
+    private readonly connection: Redis,
+    opts: QueueOptions = {},
+  ) {
     this.queue = new Queue<ImportJobData>(IMPORT_QUEUE, {
       connection,
       ...(opts.prefix && { prefix: opts.prefix }),

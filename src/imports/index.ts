@@ -8,7 +8,14 @@ import { rejectRepeatedParams, rejectUnknownParams } from '../http/pagination';
 import { ContactImport, CreatedImport, CreateImportBody, ImportIdParams, ImportListQuery, ImportPage } from './model';
 import { createImport, getImport, listImports } from './service';
 
-const CREATE_FIELDS = ['columns', 'duplicateContactStrategy', 'brandIds', 'overwriteBrands', 'restoreDisabled', 'publishBrandSubscribeEvents'];
+const CREATE_FIELDS = [
+  'columns',
+  'duplicateContactStrategy',
+  'brandIds',
+  'overwriteBrands',
+  'restoreDisabled',
+  'publishBrandSubscribeEvents',
+];
 
 export function importRoutes(deps: Deps) {
   const { sql } = deps;
@@ -20,7 +27,11 @@ export function importRoutes(deps: Deps) {
         rejectUnknownParams(query, ['page', 'pageSize']);
         return listImports(sql, authOf(request).accountId, query);
       },
-      { query: ImportListQuery, response: { 200: ImportPage, ...errorResponses(400) }, detail: { summary: 'List contact imports, newest first' } },
+      {
+        query: ImportListQuery,
+        response: { 200: ImportPage, ...errorResponses(400) },
+        detail: { summary: 'List contact imports, newest first' },
+      },
     )
     .post(
       '',

@@ -12,10 +12,16 @@ export const CreateImportBody = t.Object({
     description: "The file's header row, in order. Names match the contact schema case-insensitively.",
   }),
   duplicateContactStrategy: Strategy,
-  brandIds: t.Optional(t.Array(t.String({ format: 'uuid', error: 'Each brandIds entry must be a UUID.' }), { error: 'brandIds must be an array of UUIDs.' })),
+  brandIds: t.Optional(
+    t.Array(t.String({ format: 'uuid', error: 'Each brandIds entry must be a UUID.' }), {
+      error: 'brandIds must be an array of UUIDs.',
+    }),
+  ),
   overwriteBrands: t.Optional(t.Boolean({ error: 'overwriteBrands must be true or false.', default: undefined })),
   restoreDisabled: t.Optional(t.Boolean({ error: 'restoreDisabled must be true or false.', default: undefined })),
-  publishBrandSubscribeEvents: t.Optional(t.Boolean({ error: 'publishBrandSubscribeEvents must be true or false.', default: undefined })),
+  publishBrandSubscribeEvents: t.Optional(
+    t.Boolean({ error: 'publishBrandSubscribeEvents must be true or false.', default: undefined }),
+  ),
 });
 export type CreateImportInput = typeof CreateImportBody.static;
 
@@ -23,14 +29,23 @@ export const CreatedImport = t.Object({
   id: t.String({ format: 'uuid' }),
   status: t.Literal('awaiting-upload'),
   uploadUrl: t.String({ description: 'PUT the CSV file here, without an Authorization header.' }),
-  uploadExpiresAt: t.String({ format: 'date-time', description: 'The upload must start before this (one hour after creation).' }),
+  uploadExpiresAt: t.String({
+    format: 'date-time',
+    description: 'The upload must start before this (one hour after creation).',
+  }),
 });
 
 const count = (description: string) => t.Integer({ minimum: 0, description });
 
 export const ContactImport = t.Object({
   id: t.String({ format: 'uuid' }),
-  status: t.Union([t.Literal('awaiting-upload'), t.Literal('uploaded'), t.Literal('importing'), t.Literal('failed'), t.Literal('success')]),
+  status: t.Union([
+    t.Literal('awaiting-upload'),
+    t.Literal('uploaded'),
+    t.Literal('importing'),
+    t.Literal('failed'),
+    t.Literal('success'),
+  ]),
   method: t.Union([t.Literal('api'), t.Literal('manual')]),
   percentComplete: t.Optional(t.Integer({ minimum: 0, maximum: 100, description: 'Present only while importing.' })),
   rowCount: t.Optional(count('Total rows, once the file was read.')),

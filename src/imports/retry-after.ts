@@ -54,7 +54,8 @@ export interface RunningMerge {
  */
 export function mergeRetryAfterSeconds(m: RunningMerge): number {
   if (m.secondsToEstimate >= 1) return clamp(m.secondsToEstimate);
-  const rowsPerSecond = m.checkpoint > 0 && m.activeSeconds > 0 ? m.checkpoint / m.activeSeconds : MERGE_ROWS_PER_SECOND;
+  const rowsPerSecond =
+    m.checkpoint > 0 && m.activeSeconds > 0 ? m.checkpoint / m.activeSeconds : MERGE_ROWS_PER_SECOND;
   return overdueImportSeconds(m.quietSeconds, Math.max(0, m.rowCount - m.checkpoint) / rowsPerSecond);
 }
 

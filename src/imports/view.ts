@@ -20,9 +20,23 @@ export interface ImportRow {
 }
 
 export const IMPORT_COLUMNS = [
-  'id', 'status', 'method', 'duplicate_contact_strategy', 'overwrite_brands', 'restore_disabled', 'row_count', 'added_count',
-  'updated_count', 'skipped_count', 'malformed_count', 'duplicate_in_file_count', 'percent_complete', 'failure_reason',
-  'created_at', 'completed_at', 'updated_at',
+  'id',
+  'status',
+  'method',
+  'duplicate_contact_strategy',
+  'overwrite_brands',
+  'restore_disabled',
+  'row_count',
+  'added_count',
+  'updated_count',
+  'skipped_count',
+  'malformed_count',
+  'duplicate_in_file_count',
+  'percent_complete',
+  'failure_reason',
+  'created_at',
+  'completed_at',
+  'updated_at',
 ] as const;
 
 /**

@@ -3,7 +3,11 @@ import { markUploaded } from '../imports/lifecycle';
 import type { LocalStore, Received } from '../storage/local';
 
 /** Whether an import still takes a file, and how long its 24-hour window has left (DB clock). */
-export async function uploadWindow(sql: Sql, accountId: string, importId: string): Promise<{ open: boolean; msLeft: number }> {
+export async function uploadWindow(
+  sql: Sql,
+  accountId: string,
+  importId: string,
+): Promise<{ open: boolean; msLeft: number }> {
   const [row] = await sql<{ open: boolean; ms_left: number }[]>`
     select status in ('awaiting-upload', 'uploaded') and started_at is null as open,
            extract(epoch from (created_at + interval '24 hours' - now())) * 1000 as ms_left

@@ -26,7 +26,9 @@ export function uploadHandler(deps: Deps, opts: { maxBytes?: number } = {}): (re
       // The database being away is S3's 503 (clients retry it on their own), not an internal error.
       if (isDatabaseUnavailable(e)) {
         log('warn', 'upload refused: the database is unavailable', errorFields(e));
-        return s3Error(503, 'ServiceUnavailable', 'Service is unable to handle request.', { 'retry-after': String(DATABASE_RETRY_AFTER_SECONDS) });
+        return s3Error(503, 'ServiceUnavailable', 'Service is unable to handle request.', {
+          'retry-after': String(DATABASE_RETRY_AFTER_SECONDS),
+        });
       }
       log('error', 'upload failed', errorFields(e));
       return s3Error(500, 'InternalError', 'We encountered an internal error. Please try again.');
@@ -37,8 +39,12 @@ export function uploadHandler(deps: Deps, opts: { maxBytes?: number } = {}): (re
 function handleUpload(deps: Deps, maxBytes: number) {
   return async (request: Request): Promise<Response> => {
     const store = deps.storage;
-    if (!(store instanceof LocalStore)) return s3Error(404, 'NoSuchUpload', 'Uploads go to the object store this service is configured with.');
-    if (request.method !== 'PUT') return s3Error(405, 'MethodNotAllowed', 'The specified method is not allowed against this resource.', { allow: 'PUT' });
+    if (!(store instanceof LocalStore))
+      return s3Error(404, 'NoSuchUpload', 'Uploads go to the object store this service is configured with.');
+    if (request.method !== 'PUT')
+      return s3Error(405, 'MethodNotAllowed', 'The specified method is not allowed against this resource.', {
+        allow: 'PUT',
+      });
     const grant = store.tokens.verify(new URL(request.url).pathname.slice(PREFIX.length));
     if (!grant) return accessDenied('The upload link is not valid.');
     if (Date.now() >= grant.expiresAt * 1000) return accessDenied('Request has expired');
@@ -47,7 +53,8 @@ function handleUpload(deps: Deps, maxBytes: number) {
 
     const { accountId, importId } = grant;
     const window = await uploadWindow(deps.sql, accountId, importId);
-    if (!window.open) return accessDenied('This import no longer accepts a file. Create a new import and use its link.');
+    if (!window.open)
+      return accessDenied('This import no longer accepts a file. Create a new import and use its link.');
     const deadline = Date.now() + window.msLeft;
 
     const key = importObjectKey(accountId, importId);
@@ -58,7 +65,8 @@ function handleUpload(deps: Deps, maxBytes: number) {
       });
     } catch (e) {
       if (e instanceof EntityTooLargeError) return entityTooLarge(maxBytes);
-      if (e instanceof WindowClosedError) return accessDenied('The import was not uploaded within 24 hours of its creation.');
+      if (e instanceof WindowClosedError)
+        return accessDenied('The import was not uploaded within 24 hours of its creation.');
       log('warn', 'upload aborted', { importId, ...errorFields(e) });
       return s3Error(400, 'IncompleteBody', 'The upload did not complete.');
     }
@@ -72,8 +80,14 @@ function handleUpload(deps: Deps, maxBytes: number) {
     if (!accepted) return accessDenied('This import no longer accepts a file. Create a new import and use its link.');
 
     // A failed enqueue is not the client's problem: the sweeper re-enqueues uploaded imports.
-    await deps.queue?.enqueueImport(accountId, importId).catch((e) => log('warn', 'enqueue after upload failed; the sweeper will retry', { importId, ...errorFields(e) }));
-    await store.prune(key).catch((e) => log('warn', 'pruning old upload versions failed', { importId, ...errorFields(e) }));
+    await deps.queue
+      ?.enqueueImport(accountId, importId)
+      .catch((e) =>
+        log('warn', 'enqueue after upload failed; the sweeper will retry', { importId, ...errorFields(e) }),
+      );
+    await store
+      .prune(key)
+      .catch((e) => log('warn', 'pruning old upload versions failed', { importId, ...errorFields(e) }));
     log('info', 'contact import uploaded', { accountId, importId, size: received.size });
     return new Response(null, { status: 200, headers: { etag: `"${received.md5}"` } });
   };

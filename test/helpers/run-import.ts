@@ -28,7 +28,11 @@ const started = performance.now();
 let ok = false;
 for (let attempt = 1; attempt <= 40; attempt++) {
   try {
-    await runImport({ sql, storage, config, log: (msg, fields) => console.error(msg, JSON.stringify(fields ?? {})) }, accountId, importId);
+    await runImport(
+      { sql, storage, config, log: (msg, fields) => console.error(msg, JSON.stringify(fields ?? {})) },
+      accountId,
+      importId,
+    );
     ok = true;
     break;
   } catch (e) {
@@ -39,6 +43,19 @@ for (let attempt = 1; attempt <= 40; attempt++) {
 }
 await sql.end({ timeout: 5 });
 // Peak resident set two ways: getrusage, and the kernel's high-water mark for this process.
-const vmHwmKb = Number(/VmHWM:\s*(\d+)/.exec(await Bun.file('/proc/self/status').text().catch(() => ''))?.[1] ?? NaN);
-console.log(JSON.stringify({ ok, maxRssKb: process.resourceUsage().maxRSS, vmHwmKb, ms: Math.round(performance.now() - started) }));
+const vmHwmKb = Number(
+  /VmHWM:\s*(\d+)/.exec(
+    await Bun.file('/proc/self/status')
+      .text()
+      .catch(() => ''),
+  )?.[1] ?? NaN,
+);
+console.log(
+  JSON.stringify({
+    ok,
+    maxRssKb: process.resourceUsage().maxRSS,
+    vmHwmKb,
+    ms: Math.round(performance.now() - started),
+  }),
+);
 process.exit(ok ? 0 : 1);

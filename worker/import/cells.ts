@@ -85,7 +85,8 @@ export class RowReader {
         if (value === NOT_SENT) continue;
         // A backslash comes only from a JSON escape, in a string (its JSON is then longer than the
         // quoted text; a length test, as indexOf would flatten the concatenated text) or a list.
-        if (type === 'string' ? value.length !== text.length + 2 : type === 'array' && value.indexOf('\\') !== -1) backslash = true;
+        if (type === 'string' ? value.length !== text.length + 2 : type === 'array' && value.indexOf('\\') !== -1)
+          backslash = true;
         json += json.length === 0 ? this.keys[i]! + value : `,${this.keys[i]!}${value}`;
         sent++;
         continue;
@@ -114,7 +115,8 @@ export class RowReader {
     // COPY text format reads backslash escapes; JSON's own escapes must survive it. JSON has no raw
     // tab or newline, and a valid address has neither backslash nor control characters.
     if (backslash) json = json.replaceAll('\\', '\\\\');
-    const brands = brandIds === undefined ? '{}' : brandIds.length === 1 ? `{${brandIds[0]!}}` : `{${brandIds.join(',')}}`;
+    const brands =
+      brandIds === undefined ? '{}' : brandIds.length === 1 ? `{${brandIds[0]!}}` : `{${brandIds.join(',')}}`;
     return `${rowNo}\t${md5}\t${email}\t{${json}}\t${brands}\t${sent}\n`;
   }
 }

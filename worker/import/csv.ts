@@ -55,7 +55,10 @@ export function utf8Text(source: AsyncIterable<Uint8Array>): Readable {
  * Blank lines are not filtered here: papaparse's greedy mode would also drop a row of empty cells
  * (`,,`), which is a malformed row, not a blank line.
  */
-export function parseCsv(text: Readable, onRows: (rows: string[][], flagged: ReadonlySet<number> | undefined, unparsed: number) => void): Promise<void> {
+export function parseCsv(
+  text: Readable,
+  onRows: (rows: string[][], flagged: ReadonlySet<number> | undefined, unparsed: number) => void,
+): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     let failed = false;
     const fail = (e: unknown) => {
