@@ -21,7 +21,11 @@ async function run(...args: string[]) {
     stdout: 'pipe',
     stderr: 'pipe',
   });
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   return { out, err, code };
 }
 
@@ -50,25 +54,39 @@ afterAll(() => db?.drop());
 describe('flag parser', () => {
   const spec = { name: { kind: 'string' }, esp: { kind: 'list' }, off: { kind: 'boolean' } } as const;
   test('reads --flag value, --flag=value, repeated lists and booleans', () => {
-    expect(parseFlags(['--name=a=b', '--esp', 'x', '--esp=y', '--off'], spec)).toEqual({ name: 'a=b', esp: ['x', 'y'], off: true });
+    expect(parseFlags(['--name=a=b', '--esp', 'x', '--esp=y', '--off'], spec)).toEqual({
+      name: 'a=b',
+      esp: ['x', 'y'],
+      off: true,
+    });
     expect(parseFlags([], spec)).toEqual({ name: undefined, esp: [], off: false });
   });
-  test.each([[['--nope', 'x']], [['--name']], [['--name', '--off']], [['--name', 'a', '--name', 'b']], [['--off=yes']], [['stray']]])(
-    '%j is a usage error',
-    (argv) => expect(() => parseFlags(argv, spec)).toThrow(UsageError),
-  );
+  test.each([
+    [['--nope', 'x']],
+    [['--name']],
+    [['--name', '--off']],
+    [['--name', 'a', '--name', 'b']],
+    [['--off=yes']],
+    [['stray']],
+  ])('%j is a usage error', (argv) => expect(() => parseFlags(argv, spec)).toThrow(UsageError));
 });
 
 describe('usage errors exit 2 before touching the database', () => {
-  test.each([[[]], [['--help']], [['nope']], [['brand']], [['brand', 'create', '--account', NOBODY, '--bogus', 'x']], [['key', 'create', '--account', 'not-a-uuid']], [['account', 'create']], [['account', 'create', '--name']]])(
-    '%j',
-    async (argv) => {
-      const r = await run(...argv);
-      expect(r.code).toBe(2);
-      expect(r.out).toBe('');
-      expect(r.err).not.toContain('    at ');
-    },
-  );
+  test.each([
+    [[]],
+    [['--help']],
+    [['nope']],
+    [['brand']],
+    [['brand', 'create', '--account', NOBODY, '--bogus', 'x']],
+    [['key', 'create', '--account', 'not-a-uuid']],
+    [['account', 'create']],
+    [['account', 'create', '--name']],
+  ])('%j', async (argv) => {
+    const r = await run(...argv);
+    expect(r.code).toBe(2);
+    expect(r.out).toBe('');
+    expect(r.err).not.toContain('    at ');
+  });
 });
 
 describe('every account command checks the account', () => {
@@ -110,8 +128,13 @@ describe('key', () => {
     expect(Buffer.from(row!.secret_sha256).equals(sha256(parsed.secret))).toBe(true);
   });
   test('--scopes limits the key; unknown scopes are refused', async () => {
-    expect((await ok('key', 'create', '--account', account, '--scopes', 'contacts:read, brands:read')).scopes).toEqual(['contacts:read', 'brands:read']);
-    expect(await fails(2, 'key', 'create', '--account', account, '--scopes', 'contacts:read,contacts:delete')).toContain('contacts:delete');
+    expect((await ok('key', 'create', '--account', account, '--scopes', 'contacts:read, brands:read')).scopes).toEqual([
+      'contacts:read',
+      'brands:read',
+    ]);
+    expect(
+      await fails(2, 'key', 'create', '--account', account, '--scopes', 'contacts:read,contacts:delete'),
+    ).toContain('contacts:delete');
   });
   test('list shows keys; revoke marks one revoked', async () => {
     const { id } = await ok('key', 'create', '--account', account);
@@ -126,10 +149,36 @@ describe('key', () => {
 describe('brand', () => {
   test('create stores every setting', async () => {
     const page = crypto.randomUUID();
-    const { id } = await ok('brand', 'create', '--account', account, '--name', 'Full Brand', '--disabled', '--from-address', 'news@full.example',
-      '--domain', 'Mail.Full.example', '--esp', 'SendGrid', '--esp=Mailgun', '--vertical', '12:News: daily', '--unsubscribe-page', page, '--list-unsubscribe-header');
+    const { id } = await ok(
+      'brand',
+      'create',
+      '--account',
+      account,
+      '--name',
+      'Full Brand',
+      '--disabled',
+      '--from-address',
+      'news@full.example',
+      '--domain',
+      'Mail.Full.example',
+      '--esp',
+      'SendGrid',
+      '--esp=Mailgun',
+      '--vertical',
+      '12:News: daily',
+      '--unsubscribe-page',
+      page,
+      '--list-unsubscribe-header',
+    );
     const [b] = await db.sql`select * from brands where account_id = ${account} and id = ${id}`;
-    expect(b).toMatchObject({ name: 'Full Brand', enabled: false, from_address: 'news@full.example', domain: 'mail.full.example', unsubscribe_page_id: page, use_list_unsubscribe_header: true });
+    expect(b).toMatchObject({
+      name: 'Full Brand',
+      enabled: false,
+      from_address: 'news@full.example',
+      domain: 'mail.full.example',
+      unsubscribe_page_id: page,
+      use_list_unsubscribe_header: true,
+    });
     expect(b!.esps.map((e: any) => e.name)).toEqual(['SendGrid', 'Mailgun']);
     expect(b!.esps[0].id).toMatch(UUID);
     expect(b!.verticals).toEqual([{ id: 12, label: 'News: daily' }]);
@@ -137,12 +186,27 @@ describe('brand', () => {
   test('defaults: enabled, no ESPs, no verticals', async () => {
     const { id } = await ok('brand', 'create', '--account', account, '--name', 'Plain Brand');
     const [b] = await db.sql`select * from brands where account_id = ${account} and id = ${id}`;
-    expect(b).toMatchObject({ enabled: true, esps: [], verticals: [], from_address: null, use_list_unsubscribe_header: false });
+    expect(b).toMatchObject({
+      enabled: true,
+      esps: [],
+      verticals: [],
+      from_address: null,
+      use_list_unsubscribe_header: false,
+    });
   });
   test('a live name is unique case-insensitively', async () => {
-    expect(await fails(1, 'brand', 'create', '--account', account, '--name', 'PLAIN brand')).toContain('already exists');
+    expect(await fails(1, 'brand', 'create', '--account', account, '--name', 'PLAIN brand')).toContain(
+      'already exists',
+    );
   });
-  test.each([[['--vertical', 'x:News']], [['--vertical', '12']], [['--vertical', '12:']], [['--unsubscribe-page', 'nope']], [['--from-address', 'not-an-email']], [['--domain', 'no spaces.com']]])(
+  test.each([
+    [['--vertical', 'x:News']],
+    [['--vertical', '12']],
+    [['--vertical', '12:']],
+    [['--unsubscribe-page', 'nope']],
+    [['--from-address', 'not-an-email']],
+    [['--domain', 'no spaces.com']],
+  ])(
     'invalid %j is a usage error',
     async (extra) => void (await fails(2, 'brand', 'create', '--account', account, '--name', 'Bad', ...extra)),
   );
@@ -163,9 +227,23 @@ describe('brand', () => {
 describe('attribute', () => {
   test('creates one of each type in order, leaving no hold behind', async () => {
     for (const type of ['string', 'email', 'number', 'boolean', 'array']) {
-      expect(await ok('attribute', 'create', '--account', account, '--name', `a_${type}`, '--type', type, '--description', `a ${type}`)).toEqual({ name: `a_${type}` });
+      expect(
+        await ok(
+          'attribute',
+          'create',
+          '--account',
+          account,
+          '--name',
+          `a_${type}`,
+          '--type',
+          type,
+          '--description',
+          `a ${type}`,
+        ),
+      ).toEqual({ name: `a_${type}` });
     }
-    const rows = await db.sql`select name, type, description from schema_attributes where account_id = ${account} order by position`;
+    const rows = await db.sql`
+      select name, type, description from schema_attributes where account_id = ${account} order by position`;
     expect(rows.map((r) => r.type)).toEqual(['string', 'email', 'number', 'boolean', 'array']);
     expect(rows[0]!.description).toBe('a string');
     expect(await db.sql`select 1 from bulk_operations where account_id = ${account}`).toHaveLength(0);
@@ -175,28 +253,54 @@ describe('attribute', () => {
   });
   test('bad type is a usage error; a duplicate name (any case) is refused', async () => {
     await fails(2, 'attribute', 'create', '--account', account, '--name', 'x', '--type', 'date');
-    expect(await fails(1, 'attribute', 'create', '--account', account, '--name', 'A_STRING', '--type', 'string')).toContain('already exists');
+    expect(
+      await fails(1, 'attribute', 'create', '--account', account, '--name', 'A_STRING', '--type', 'string'),
+    ).toContain('already exists');
   });
   test('withSchemaChangeHold publishes a hold and takes the exclusive account lock', async () => {
     const seen = await withSchemaChangeHold(db.sql, account, async () => {
-      const holds = await db.sql`select kind, estimated_end > now() as future from bulk_operations where account_id = ${account}`;
-      const [shared] = await db.sql`select pg_try_advisory_xact_lock_shared(hashtextextended(${account}::uuid::text, 0)) as got`;
+      const holds =
+        await db.sql`select kind, estimated_end > now() as future from bulk_operations where account_id = ${account}`;
+      const [shared] =
+        await db.sql`select pg_try_advisory_xact_lock_shared(hashtextextended(${account}::uuid::text, 0)) as got`;
       return { holds, got: shared!.got };
     });
     expect([...seen.holds]).toEqual([{ kind: 'schema-change', future: true }]);
     expect(seen.got).toBe(false);
-    await expect(withSchemaChangeHold(db.sql, account, async () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    await expect(withSchemaChangeHold(db.sql, account, async () => Promise.reject(new Error('boom')))).rejects.toThrow(
+      'boom',
+    );
     expect(await db.sql`select 1 from bulk_operations where account_id = ${account}`).toHaveLength(0);
   });
 });
 
 describe('suppression-list', () => {
-  test.each([['plain text', 'plain text'], ['plain-text', 'plain text'], ['plaintext', 'plain text'], ['md5', 'md5'], ['SHA512', 'sha512']])('format %j', async (given, stored) => {
-    const { id } = await ok('suppression-list', 'create', '--account', account, '--name', `L ${given}`, '--format', given, '--global', '--offer', 'offer-7');
-    const [l] = await db.sql`select format, is_global, offer_id from suppression_lists where account_id = ${account} and id = ${id}`;
+  test.each([
+    ['plain text', 'plain text'],
+    ['plain-text', 'plain text'],
+    ['plaintext', 'plain text'],
+    ['md5', 'md5'],
+    ['SHA512', 'sha512'],
+  ])('format %j', async (given, stored) => {
+    const { id } = await ok(
+      'suppression-list',
+      'create',
+      '--account',
+      account,
+      '--name',
+      `L ${given}`,
+      '--format',
+      given,
+      '--global',
+      '--offer',
+      'offer-7',
+    );
+    const [l] = await db.sql`
+      select format, is_global, offer_id from suppression_lists where account_id = ${account} and id = ${id}`;
     expect(l).toEqual({ format: stored, is_global: true, offer_id: 'offer-7' });
   });
-  test('unknown format is a usage error', () => fails(2, 'suppression-list', 'create', '--account', account, '--name', 'L', '--format', 'sha1'));
+  test('unknown format is a usage error', () =>
+    fails(2, 'suppression-list', 'create', '--account', account, '--name', 'L', '--format', 'sha1'));
 });
 
 describe('seed', () => {
@@ -204,10 +308,18 @@ describe('seed', () => {
     const md5 = createHash('md5').update('seed@example.com').digest('hex');
     expect(await ok('seed', 'add', '--account', account, '--email', '  Seed@Example.COM ')).toEqual({ emailMd5: md5 });
     expect(await ok('seed', 'add', '--account', account, '--email', 'seed@example.com')).toEqual({ emailMd5: md5 });
-    const rows = await db.sql`select email, replace(email_md5::text, '-', '') as md5 from seed_addresses where account_id = ${account}`;
+    const rows = await db.sql`
+      select email, replace(email_md5::text, '-', '') as md5 from seed_addresses where account_id = ${account}`;
     expect([...rows]).toEqual([{ email: 'Seed@Example.COM', md5 }]);
   });
-  test.each([['no-at.example'], ['two@@example.com'], ['a@nodot'], ['a b@example.com'], ['a@example..com'], [`${'a'.repeat(250)}@b.co`]])('email #%# is refused', async (email) => {
+  test.each([
+    ['no-at.example'],
+    ['two@@example.com'],
+    ['a@nodot'],
+    ['a b@example.com'],
+    ['a@example..com'],
+    [`${'a'.repeat(250)}@b.co`],
+  ])('email #%# is refused', async (email) => {
     await fails(2, 'seed', 'add', '--account', account, '--email', email);
   });
 });
@@ -226,7 +338,8 @@ describe('demo', () => {
     expect(types.map((t) => t.name)).toEqual(first.attributes);
     expect(new Set(types.map((t) => t.type))).toEqual(new Set(['string', 'email', 'number', 'boolean', 'array']));
     expect(new Set(first.suppressionLists.map((l: any) => l.format))).toEqual(new Set(['plain text', 'md5', 'sha512']));
-    const [global] = await db.sql`select count(*)::int as n from suppression_lists where account_id = ${id} and is_global`;
+    const [global] =
+      await db.sql`select count(*)::int as n from suppression_lists where account_id = ${id} and is_global`;
     expect(global!.n).toBe(1);
     const brands = await db.sql`select enabled, esps from brands where account_id = ${id}`;
     expect(brands.some((b) => !b.enabled) && brands.some((b) => b.esps.length > 0)).toBe(true);

@@ -14,10 +14,29 @@ import { md5, md5ToUuid } from './contacts-support';
 import { stageImport, tempStore, testConfig } from './helpers/file-store';
 import { runImport } from '../worker/import/index';
 
-const TYPES: Record<string, AttributeType> = { name: 'string', n: 'number', ok: 'boolean', tags: 'array', work: 'email' };
-const INTERNAL = ['__proto__', '__PROTO__', 'constructor', 'prototype', 'toString', 'hasOwnProperty', 'valueOf', '__defineGetter__', 'isPrototypeOf'];
+const TYPES: Record<string, AttributeType> = {
+  name: 'string',
+  n: 'number',
+  ok: 'boolean',
+  tags: 'array',
+  work: 'email',
+};
+const INTERNAL = [
+  '__proto__',
+  '__PROTO__',
+  'constructor',
+  'prototype',
+  'toString',
+  'hasOwnProperty',
+  'valueOf',
+  '__defineGetter__',
+  'isPrototypeOf',
+];
 
-const columns: Column[] = [{ name: 'Email', type: 'identity' }, ...Object.entries(TYPES).map(([name, type]) => ({ name, type }))];
+const columns: Column[] = [
+  { name: 'Email', type: 'identity' },
+  ...Object.entries(TYPES).map(([name, type]) => ({ name, type })),
+];
 const rowReader = new RowReader(columns, new BrandIndex([]), []);
 
 /** What the import stores for one cell of column `name`: a value, not sent, or a malformed row. */
@@ -61,24 +80,26 @@ describe('one reader for requests and cells', () => {
     ['email', ' w@x.io ', 'w@x.io'],
     ['email', 'constructor', 'error'],
   ];
-  const verdict = (r: ReturnType<typeof readAttributeValue>): unknown => ('error' in r ? 'error' : 'empty' in r ? 'empty' : r.value);
+  const verdict = (r: ReturnType<typeof readAttributeValue>): unknown =>
+    'error' in r ? 'error' : 'empty' in r ? 'empty' : r.value;
 
   test.each(table)('%s %p reads as %p from a request and from a cell', (type, text, expected) => {
     expect(verdict(readAttributeValue(type, text, 'a', 'request'))).toEqual(expected);
     expect(verdict(readAttributeValue(type, text, 'a', 'cell'))).toEqual(expected);
   });
 
-  test('the named difference: a request keeps a string value as sent and takes native JSON values; a cell is trimmed text', () => {
+  test('the named difference: a request keeps strings as sent, takes native JSON; a cell is trimmed text', () => {
     expect(readAttributeValue('string', '  Ann  ', 'a', 'request')).toEqual({ value: '  Ann  ' });
     expect(readAttributeValue('string', '  Ann  ', 'a', 'cell')).toEqual({ value: 'Ann' });
     expect(readAttributeValue('boolean', true, 'a', 'request')).toEqual({ value: true });
     expect(readAttributeValue('boolean', true, 'a', 'cell')).toHaveProperty('error');
     expect(readAttributeValue('number', 42, 'a', 'request')).toEqual({ value: 42 });
-    expect(readAttributeValue('array', [' a', 'b;c'], 'a', 'request')).toEqual({ value: ['a', 'b;c'] }); // a JSON entry is one entry, trimmed
+    // A JSON entry is one entry, trimmed.
+    expect(readAttributeValue('array', [' a', 'b;c'], 'a', 'request')).toEqual({ value: ['a', 'b;c'] });
     expect(readAttributeValue('array', ['a'], 'a', 'cell')).toHaveProperty('error');
   });
 
-  test('the other named difference: a file cell is at most 255 characters whatever its type, a request list text only per entry', () => {
+  test('the other named difference: any cell is at most 255 characters, a request list text only per entry', () => {
     const list = 'ab;'.repeat(100); // 300 characters, every entry 2
     expect(readAttributeValue('array', list, 'a', 'request')).toEqual({ value: Array(100).fill('ab') });
     expect(readAttributeValue('array', list, 'a', 'cell')).toHaveProperty('error');
@@ -110,7 +131,11 @@ describe('one reader for requests and cells', () => {
   test('property: for any cell text of every type, the hot loop and the reader agree', () => {
     // Lone surrogates too: a request's JSON escapes can send them, and one rule reads both.
     const surrogate = fc.integer({ min: 0xd800, max: 0xdfff }).map((c) => String.fromCharCode(c));
-    const piece = fc.oneof(fc.string({ unit: 'grapheme', maxLength: 40 }), fc.constantFrom(';', '\\;', ' ', '\\', '"'), surrogate);
+    const piece = fc.oneof(
+      fc.string({ unit: 'grapheme', maxLength: 40 }),
+      fc.constantFrom(';', '\\;', ' ', '\\', '"'),
+      surrogate,
+    );
     const cell = fc.oneof(
       fc.string({ unit: 'grapheme', maxLength: 300 }),
       fc.constantFrom(...INTERNAL, 'yes', 'No', ' 1 ', '2.5', '-0', '1e400', 'a;b', 'a\\;b', ' ; ', 'w@x.io', 'x@y'),
@@ -121,7 +146,8 @@ describe('one reader for requests and cells', () => {
     );
     fc.assert(
       fc.property(fc.constantFrom(...Object.keys(TYPES)), cell, (name, text) => {
-        // A cell reaches the reader after CSV parsing: never a NUL (the row is malformed for it, checked above the types).
+        // A cell reaches the reader after CSV parsing: never a NUL (the row is malformed for it, checked above the
+        // types).
         fc.pre(!text.includes('\0'));
         expect(stagedCell(name, text)).toEqual(readCell(name, text));
       }),
@@ -142,26 +168,32 @@ describe('hostile keys and values through the API', () => {
 
   const post = (attributes: unknown) => t.call('POST', '/v1/contacts', { body: { email: fresh(), attributes } });
   const post2 = (email: string, attributes: unknown) => t.call('POST', '/v1/contacts', { body: { email, attributes } });
-  const raw = (method: string, path: string, text: string) => t.call(method, path, { raw: text, headers: { 'content-type': 'application/json' } });
+  const raw = (method: string, path: string, text: string) =>
+    t.call(method, path, { raw: text, headers: { 'content-type': 'application/json' } });
 
-  test.each(['__proto__', '__PROTO__', 'constructor', 'toString'])('a boolean %p is a 400 at /attributes/ok on create and patch, and nothing is stored', async (value) => {
-    const res = await post({ ok: value });
-    expect(res.status).toBe(400);
-    expect(res.body.errors).toEqual([{ detail: 'Attribute ok takes true or false.', pointer: '/attributes/ok' }]);
-    const email = fresh();
-    expect((await t.call('POST', '/v1/contacts', { body: { email } })).status).toBe(201);
-    const patched = await t.call('PATCH', `/v1/contacts/${md5(email)}`, { body: { attributes: { ok: value } } });
-    expect(patched.status).toBe(400);
-    expect(patched.body.errors[0].pointer).toBe('/attributes/ok');
-    const got = await t.call('GET', `/v1/contacts/${md5(email)}`);
-    expect(got.status).toBe(200);
-    expect(got.body.attributes).toEqual({});
-  });
+  test.each(['__proto__', '__PROTO__', 'constructor', 'toString'])(
+    'a boolean %p is a 400 at /attributes/ok on create and patch, and nothing is stored',
+    async (value) => {
+      const res = await post({ ok: value });
+      expect(res.status).toBe(400);
+      expect(res.body.errors).toEqual([{ detail: 'Attribute ok takes true or false.', pointer: '/attributes/ok' }]);
+      const email = fresh();
+      expect((await t.call('POST', '/v1/contacts', { body: { email } })).status).toBe(201);
+      const patched = await t.call('PATCH', `/v1/contacts/${md5(email)}`, { body: { attributes: { ok: value } } });
+      expect(patched.status).toBe(400);
+      expect(patched.body.errors[0].pointer).toBe('/attributes/ok');
+      const got = await t.call('GET', `/v1/contacts/${md5(email)}`);
+      expect(got.status).toBe(200);
+      expect(got.body.attributes).toEqual({});
+    },
+  );
 
-  test('an attribute key __proto__ is an unknown attribute (400 with its pointer) on create and patch, not dropped', async () => {
+  test('an attribute key __proto__ is unknown (400 with its pointer) on create and patch, not dropped', async () => {
     const res = await raw('POST', '/v1/contacts', `{"email":"${fresh()}","attributes":{"__proto__":true}}`);
     expect(res.status).toBe(400);
-    expect(res.body.errors).toEqual([{ detail: 'Unknown attribute __proto__: it is not in the contact schema.', pointer: '/attributes/__proto__' }]);
+    expect(res.body.errors).toEqual([
+      { detail: 'Unknown attribute __proto__: it is not in the contact schema.', pointer: '/attributes/__proto__' },
+    ]);
     const email = fresh();
     expect((await t.call('POST', '/v1/contacts', { body: { email } })).status).toBe(201);
     const patched = await raw('PATCH', `/v1/contacts/${md5(email)}`, '{"attributes":{"__proto__":{"ok":true}}}');
@@ -169,11 +201,14 @@ describe('hostile keys and values through the API', () => {
     expect(patched.body.errors[0].pointer).toBe('/attributes/__proto__');
   });
 
-  test.each(['constructor', 'toString', 'hasOwnProperty', 'prototype'])('an attribute key %p is an unknown attribute', async (key) => {
-    const res = await post({ [key]: 'x' });
-    expect(res.status).toBe(400);
-    expect(res.body.errors[0].pointer).toBe(`/attributes/${key}`);
-  });
+  test.each(['constructor', 'toString', 'hasOwnProperty', 'prototype'])(
+    'an attribute key %p is an unknown attribute',
+    async (key) => {
+      const res = await post({ [key]: 'x' });
+      expect(res.status).toBe(400);
+      expect(res.body.errors[0].pointer).toBe(`/attributes/${key}`);
+    },
+  );
 
   test('JSON array entries are trimmed like list text: the same list either way', async () => {
     const a = fresh();
@@ -186,7 +221,9 @@ describe('hostile keys and values through the API', () => {
     const email = fresh();
     expect((await t.call('POST', '/v1/contacts', { body: { email, attributes: { name: 'Ann' } } })).status).toBe(201);
     for (const stored of ['null', '[1, "x"]', '"text"']) {
-      await t.db.sql`update contacts set attributes = ${stored}::jsonb where account_id = ${t.accountId} and email_md5 = ${md5ToUuid(md5(email))}`;
+      await t.db.sql`
+        update contacts set attributes = ${stored}::jsonb
+        where account_id = ${t.accountId} and email_md5 = ${md5ToUuid(md5(email))}`;
       const got = await t.call('GET', `/v1/contacts/${md5(email)}`);
       expect(got.status).toBe(200);
       expect(got.body.attributes).toEqual({});
@@ -207,16 +244,24 @@ describe('hostile keys and values through the API', () => {
     expect(patched.body.attributes).toEqual({ name: 'Ann', ok: true, toString: 'kept' });
   });
 
-  test('property: any JSON keys and values on create and patch answer 2xx or 400, and what is stored reads back typed', async () => {
-    const key = fc.oneof(fc.constantFrom(...Object.keys(TYPES), ...INTERNAL, 'Email', 'Brand', 'work:md5', 'NAME'), fc.string({ maxLength: 12 }));
-    const value = fc.oneof(fc.jsonValue({ maxDepth: 2 }), fc.constantFrom(...INTERNAL, 'yes', '42', 'a;b', 'w@x.io', ''), fc.constant(null));
+  test('property: any JSON attributes on create/patch answer 2xx or 400; what is stored reads back typed', async () => {
+    const key = fc.oneof(
+      fc.constantFrom(...Object.keys(TYPES), ...INTERNAL, 'Email', 'Brand', 'work:md5', 'NAME'),
+      fc.string({ maxLength: 12 }),
+    );
+    const value = fc.oneof(
+      fc.jsonValue({ maxDepth: 2 }),
+      fc.constantFrom(...INTERNAL, 'yes', '42', 'a;b', 'w@x.io', ''),
+      fc.constant(null),
+    );
     const attributes = fc.dictionary(key, value, { maxKeys: 4 });
     const check = async (email: string, status: number) => {
       expect([200, 201, 400]).toContain(status);
       const got = await t.call('GET', `/v1/contacts/${md5(email)}`);
       if (got.status === 404) return;
       expect(got.status).toBe(200);
-      for (const [name, type] of Object.entries(TYPES)) if (Object.hasOwn(got.body.attributes, name)) expect(isValueOf(type, got.body.attributes[name])).toBe(true);
+      for (const [name, type] of Object.entries(TYPES))
+        if (Object.hasOwn(got.body.attributes, name)) expect(isValueOf(type, got.body.attributes[name])).toBe(true);
     };
     await fc.assert(
       fc.asyncProperty(attributes, attributes, async (onCreate, onPatch) => {
@@ -248,12 +293,18 @@ describe('hostile cells through a real import', () => {
     await files.remove();
   });
 
-  test('property: arbitrary cells of every type import to contacts whose every attribute is of its type, as the reader reads it', async () => {
-    const cell = fc.oneof(fc.string({ unit: 'grapheme', maxLength: 60 }), fc.constantFrom(...INTERNAL, 'yes', '1e3', 'a;b\\;c', 'w@x.io', ''));
+  test('property: any cells of every type import to attributes of their type, as the reader reads them', async () => {
+    const cell = fc.oneof(
+      fc.string({ unit: 'grapheme', maxLength: 60 }),
+      fc.constantFrom(...INTERNAL, 'yes', '1e3', 'a;b\\;c', 'w@x.io', ''),
+    );
     const rows = fc.sample(fc.array(cell, { minLength: 5, maxLength: 5 }), { numRuns: 300, seed: 11 });
     const quote = (c: string) => `"${c.replaceAll('"', '""')}"`;
     const names = Object.keys(TYPES);
-    const csv = [['Email', ...names].join(','), ...rows.map((cells, i) => [`r${i}@example.com`, ...cells].map(quote).join(','))].join('\r\n');
+    const csv = [
+      ['Email', ...names].join(','),
+      ...rows.map((cells, i) => [`r${i}@example.com`, ...cells].map(quote).join(',')),
+    ].join('\r\n');
     const id = await stageImport(t.db.sql, files.store, t.accountId, csv, { columns: ['Email', ...names] });
     await runImport({ sql: t.db.sql, storage: files.store, config: testConfig(50) }, t.accountId, id);
     const [imp] = await t.db.sql<{ status: string; added: number; malformed: number }[]>`
@@ -262,7 +313,9 @@ describe('hostile cells through a real import', () => {
     // Expected per row: malformed when any cell is (or holds a NUL), else each attribute as the reader reads it.
     const expected = rows.map((cells) => {
       const got = cells.map((c, k) => (c.includes('\0') ? 'malformed' : readCell(names[k]!, c)));
-      return got.includes('malformed') ? undefined : Object.fromEntries(got.flatMap((g, k) => (typeof g === 'object' ? [[names[k]!, g.value]] : [])));
+      return got.includes('malformed')
+        ? undefined
+        : Object.fromEntries(got.flatMap((g, k) => (typeof g === 'object' ? [[names[k]!, g.value]] : [])));
     });
     expect(imp!.malformed).toBe(expected.filter((e) => e === undefined).length);
     expect(imp!.added).toBe(expected.filter((e) => e !== undefined).length);
@@ -275,7 +328,8 @@ describe('hostile cells through a real import', () => {
       expect(got.status).toBe(200);
       const { 'work:md5': _a, 'work:sha256': _b, 'work:sha512': _c, 'work:domain': _d, ...plain } = got.body.attributes;
       expect(plain).toEqual(attributes);
-      for (const [name, type] of Object.entries(TYPES)) if (Object.hasOwn(plain, name)) expect(isValueOf(type, plain[name])).toBe(true);
+      for (const [name, type] of Object.entries(TYPES))
+        if (Object.hasOwn(plain, name)) expect(isValueOf(type, plain[name])).toBe(true);
     }
   });
 });

@@ -47,7 +47,10 @@ describe('a database that cannot be reached', () => {
     const res = await app.handle(
       new Request(`http://localhost${path}`, {
         method,
-        headers: { authorization: `Bearer ${t.key}`, ...(body !== undefined && { 'content-type': 'application/json' }) },
+        headers: {
+          authorization: `Bearer ${t.key}`,
+          ...(body !== undefined && { 'content-type': 'application/json' }),
+        },
         ...(body !== undefined && { body: JSON.stringify(body) }),
       }),
     );
@@ -55,10 +58,20 @@ describe('a database that cannot be reached', () => {
   };
 
   test('the upload link answers S3-style 503 ServiceUnavailable with Retry-After, not an internal error', async () => {
-    const store = new LocalStore('/tmp/contact-service-test-objects', 'http://localhost:0', new UploadTokens(Buffer.from('upload secret')));
+    const store = new LocalStore(
+      '/tmp/contact-service-test-objects',
+      'http://localhost:0',
+      new UploadTokens(Buffer.from('upload secret')),
+    );
     const upload = uploadHandler({ ...t.deps, sql: down, storage: store });
-    const token = store.tokens.sign({ accountId: t.accountId, importId: crypto.randomUUID(), expiresAt: Math.floor(Date.now() / 1000) + 3600 });
-    const res = await upload(new Request(`http://localhost/uploads/${token}`, { method: 'PUT', body: 'Email\na@example.com\n' }));
+    const token = store.tokens.sign({
+      accountId: t.accountId,
+      importId: crypto.randomUUID(),
+      expiresAt: Math.floor(Date.now() / 1000) + 3600,
+    });
+    const res = await upload(
+      new Request(`http://localhost/uploads/${token}`, { method: 'PUT', body: 'Email\na@example.com\n' }),
+    );
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('5');
     expect(await res.text()).toContain('<Code>ServiceUnavailable</Code>');
@@ -86,8 +99,13 @@ describe('a database that cannot be reached', () => {
   });
 
   test('an error that is not about the database stays a 500 api_error', async () => {
-    const broken = buildApp({ ...t.deps, sql: Object.assign(() => Promise.reject(new TypeError('boom')), t.deps.sql) as unknown as Sql });
-    const res = await broken.handle(new Request(`http://localhost/v1/brands`, { headers: { authorization: `Bearer ${t.key}` } }));
+    const broken = buildApp({
+      ...t.deps,
+      sql: Object.assign(() => Promise.reject(new TypeError('boom')), t.deps.sql) as unknown as Sql,
+    });
+    const res = await broken.handle(
+      new Request(`http://localhost/v1/brands`, { headers: { authorization: `Bearer ${t.key}` } }),
+    );
     expect(res.status).toBe(500);
     expect(res.headers.get('retry-after')).toBeNull();
     expect(await res.json()).toMatchObject({ status: 500, code: 'api_error', title: 'Internal error' });
@@ -130,16 +148,28 @@ describe('PostgreSQL restarts (immediate) under API traffic', () => {
   async function request(what: string, path: string, init: RequestInit = {}): Promise<Answer> {
     const startedAt = Date.now();
     try {
-      const res = await fetch(`${api.url}${path}`, { ...init, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, signal: AbortSignal.timeout(15_000) });
+      const res = await fetch(`${api.url}${path}`, {
+        ...init,
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        signal: AbortSignal.timeout(15_000),
+      });
       const text = await res.text();
       const a: Answer = { what, startedAt, endedAt: Date.now(), status: res.status };
       if (res.status === 503 && what !== 'readyz') {
         let body: Record<string, unknown> = {};
         try {
           body = JSON.parse(text);
-        } catch {}
-        const ok = res.headers.get('content-type') === 'application/problem+json' && body.code === 'api_error' && Number(res.headers.get('retry-after')) >= 1;
-        if (!ok) a.problem = `503 without the problem+json api_error and Retry-After: ${res.headers.get('content-type')} ${res.headers.get('retry-after')} ${text.slice(0, 200)}`;
+        } catch {
+          // Not JSON: body stays {}, and the check below reports the answer.
+        }
+        const ok =
+          res.headers.get('content-type') === 'application/problem+json' &&
+          body.code === 'api_error' &&
+          Number(res.headers.get('retry-after')) >= 1;
+        if (!ok)
+          a.problem =
+            '503 without the problem+json api_error and Retry-After: ' +
+            `${res.headers.get('content-type')} ${res.headers.get('retry-after')} ${text.slice(0, 200)}`;
       } else if (res.status === 503 && what === 'readyz') {
         // readiness: 503 is its answer while the database is away
       } else if (res.status < 200 || res.status > 299) {
@@ -154,8 +184,16 @@ describe('PostgreSQL restarts (immediate) under API traffic', () => {
   let n = 0;
   const kinds = [
     () => request('get contact', `/v1/contacts/${md5(known)}`),
-    () => request('create contact', '/v1/contacts', { method: 'POST', body: JSON.stringify({ email: `traffic-${n++}@example.com` }) }),
-    () => request('patch contact', `/v1/contacts/${md5(known)}`, { method: 'PATCH', body: JSON.stringify({ attributes: {} }) }),
+    () =>
+      request('create contact', '/v1/contacts', {
+        method: 'POST',
+        body: JSON.stringify({ email: `traffic-${n++}@example.com` }),
+      }),
+    () =>
+      request('patch contact', `/v1/contacts/${md5(known)}`, {
+        method: 'PATCH',
+        body: JSON.stringify({ attributes: {} }),
+      }),
     () => request('list brands', '/v1/brands'),
     () => request('readyz', '/readyz'),
   ];
@@ -167,51 +205,70 @@ describe('PostgreSQL restarts (immediate) under API traffic', () => {
     },
   };
 
-  for (const [fault, inject] of Object.entries(faults)) test(`${fault}: only 2xx or 503 api_error with Retry-After, no dropped connection, no exit, and 2xx again by itself`, async () => {
-    const answers: Answer[] = [];
-    let stop = false;
-    const clients = Array.from({ length: 6 }, async (_, c) => {
-      for (let i = c; !stop; i++) {
-        answers.push(await kinds[i % kinds.length]!());
-        await Bun.sleep(5);
-      }
-    });
-    await Bun.sleep(1_000);
-    const faultAt = Date.now();
-    await inject();
-    const restartedAt = Date.now();
-    // Until every kind of request has been answered 2xx after the restart, and a while longer.
-    const deadline = Date.now() + 30_000;
-    const recovered = () => kinds.length === new Set(answers.filter((a) => a.startedAt > restartedAt && a.status! >= 200 && a.status! < 300).map((a) => a.what)).size;
-    while (!recovered() && Date.now() < deadline) await Bun.sleep(50);
-    await Bun.sleep(1_000);
-    stop = true;
-    await Promise.all(clients);
+  for (const [fault, inject] of Object.entries(faults))
+    test(
+      `${fault}: only 2xx or 503 api_error with Retry-After, ` +
+        'no dropped connection, no exit, and 2xx again by itself',
+      async () => {
+        const answers: Answer[] = [];
+        let stop = false;
+        const clients = Array.from({ length: 6 }, async (_, c) => {
+          for (let i = c; !stop; i++) {
+            answers.push(await kinds[i % kinds.length]!());
+            await Bun.sleep(5);
+          }
+        });
+        await Bun.sleep(1_000);
+        const faultAt = Date.now();
+        await inject();
+        const restartedAt = Date.now();
+        // Until every kind of request has been answered 2xx after the restart, and a while longer.
+        const deadline = Date.now() + 30_000;
+        const recovered = () =>
+          kinds.length ===
+          new Set(
+            answers.filter((a) => a.startedAt > restartedAt && a.status! >= 200 && a.status! < 300).map((a) => a.what),
+          ).size;
+        while (!recovered() && Date.now() < deadline) await Bun.sleep(50);
+        await Bun.sleep(1_000);
+        stop = true;
+        await Promise.all(clients);
 
-    const wrong = answers.filter((a) => a.problem || a.dropped);
-    expect(wrong).toEqual([]);
-    expect(recovered()).toBe(true);
-    if (fault.startsWith('PostgreSQL restart')) {
-      const during = answers.filter((a) => a.startedAt >= faultAt && a.startedAt <= restartedAt);
-      expect(during.some((a) => a.status === 503 && a.what !== 'readyz')).toBe(true); // the traffic did meet the outage
-    }
-    expect(api.proc.exitCode).toBeNull();
-    expect(await bed.tail(api, 400)).not.toMatch(/uncaughtException|unhandledRejection|socket\.write/);
+        const wrong = answers.filter((a) => a.problem || a.dropped);
+        expect(wrong).toEqual([]);
+        expect(recovered()).toBe(true);
+        if (fault.startsWith('PostgreSQL restart')) {
+          const during = answers.filter((a) => a.startedAt >= faultAt && a.startedAt <= restartedAt);
+          // The traffic did meet the outage.
+          expect(during.some((a) => a.status === 503 && a.what !== 'readyz')).toBe(true);
+        }
+        expect(api.proc.exitCode).toBeNull();
+        expect(await bed.tail(api, 400)).not.toMatch(/uncaughtException|unhandledRejection|socket\.write/);
 
-    // Back: the first 2xx of a request sent after the last one that was answered 503.
-    const api503 = answers.filter((a) => a.what !== 'readyz' && a.status === 503);
-    const lastDown = Math.max(faultAt, ...api503.map((a) => a.startedAt));
-    const firstOk = answers.filter((a) => a.what !== 'readyz' && a.startedAt > lastDown && a.status! < 300).sort((a, b) => a.endedAt - b.endedAt)[0]!;
-    const by = (s: (a: Answer) => boolean) => answers.filter(s).length;
-    console.log(JSON.stringify({
-      fault,
-      phase: 'API traffic',
-      faultMs: restartedAt - faultAt,
-      recoveryMs: firstOk.endedAt - faultAt,
-      requests: answers.length,
-      ok: by((a) => a.status! < 300),
-      unavailable: by((a) => a.status === 503),
-      slowest: answers.reduce((m, a) => (a.endedAt - a.startedAt > m.ms ? { ms: a.endedAt - a.startedAt, what: a.what, status: a.status } : m), { ms: 0 } as { ms: number; what?: string; status?: number }),
-    }));
-  }, 60_000);
+        // Back: the first 2xx of a request sent after the last one that was answered 503.
+        const api503 = answers.filter((a) => a.what !== 'readyz' && a.status === 503);
+        const lastDown = Math.max(faultAt, ...api503.map((a) => a.startedAt));
+        const firstOk = answers
+          .filter((a) => a.what !== 'readyz' && a.startedAt > lastDown && a.status! < 300)
+          .sort((a, b) => a.endedAt - b.endedAt)[0]!;
+        const by = (s: (a: Answer) => boolean) => answers.filter(s).length;
+        console.log(
+          JSON.stringify({
+            fault,
+            phase: 'API traffic',
+            faultMs: restartedAt - faultAt,
+            recoveryMs: firstOk.endedAt - faultAt,
+            requests: answers.length,
+            ok: by((a) => a.status! < 300),
+            unavailable: by((a) => a.status === 503),
+            slowest: answers.reduce(
+              (m, a) =>
+                a.endedAt - a.startedAt > m.ms ? { ms: a.endedAt - a.startedAt, what: a.what, status: a.status } : m,
+              { ms: 0 } as { ms: number; what?: string; status?: number },
+            ),
+          }),
+        );
+      },
+      60_000,
+    );
 });

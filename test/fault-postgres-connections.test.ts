@@ -68,7 +68,7 @@ async function poolAnswers(): Promise<void> {
 }
 
 describe('a transaction whose connection dies', () => {
-  test('mid-statement: the transaction rejects with the connection loss and no rollback is written to the dead socket', async () => {
+  test('mid-statement: the transaction rejects with the loss, no rollback is written to the dead socket', async () => {
     const run = sql.begin(async (tx) => {
       const pid = await backendPid(tx);
       setTimeout(() => void terminate(pid), 100);
@@ -135,10 +135,12 @@ describe('a transaction whose connection dies', () => {
   test('a transaction on a live connection still commits and rolls back as before', async () => {
     await sql`create table if not exists pinned_probe (n int)`;
     await sql.begin((tx) => tx`insert into pinned_probe values (1)`);
-    await expect(sql.begin(async (tx) => {
-      await tx`insert into pinned_probe values (2)`;
-      throw new Error('no');
-    })).rejects.toThrow('no');
+    await expect(
+      sql.begin(async (tx) => {
+        await tx`insert into pinned_probe values (2)`;
+        throw new Error('no');
+      }),
+    ).rejects.toThrow('no');
     expect((await sql<{ n: number }[]>`select n from pinned_probe order by n`).map((r) => r.n)).toEqual([1]);
   });
 });

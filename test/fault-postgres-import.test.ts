@@ -9,8 +9,24 @@
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { faultBed, type Child, type FaultBed } from './helpers/fault-bed';
-import { dbNow, enqueue, faultCsv, movingAgain, outcome, stageFaultImport, until, type Outcome } from './helpers/fault-import';
-import { holdIn, jobAttempts, PG_FAULT_ENV, terminateWorkerBackends, WORKER_APP, type Phase } from './helpers/pg-faults';
+import {
+  dbNow,
+  enqueue,
+  faultCsv,
+  movingAgain,
+  outcome,
+  stageFaultImport,
+  until,
+  type Outcome,
+} from './helpers/fault-import';
+import {
+  holdIn,
+  jobAttempts,
+  PG_FAULT_ENV,
+  terminateWorkerBackends,
+  WORKER_APP,
+  type Phase,
+} from './helpers/pg-faults';
 
 let bed: FaultBed;
 let worker: Child;
@@ -63,7 +79,8 @@ async function faultIn(phase: Phase, fault: 'restart' | 'terminate'): Promise<vo
   const recoveryMs = await orWorkerExit(movingAgain(bed.sql, importId, faultAt, 40_000));
   const got = await orWorkerExit(outcome(bed.sql, accountId, importId, 40_000));
   const countsEqual = JSON.stringify(got) === JSON.stringify(reference);
-  const name = fault === 'restart' ? 'PostgreSQL restart -m immediate' : "pg_terminate_backend of the worker's connections";
+  const name =
+    fault === 'restart' ? 'PostgreSQL restart -m immediate' : "pg_terminate_backend of the worker's connections";
   console.log(JSON.stringify({ fault: name, phase, recoveryMs, countsEqual }));
   expect(got).toEqual(reference);
   // The run that met the fault waited for the database and resumed itself: no retry of the job spent.
@@ -71,12 +88,34 @@ async function faultIn(phase: Phase, fault: 'restart' | 'terminate'): Promise<vo
   await expectWorkerAlive();
 }
 
-test('an immediate PostgreSQL restart in merge: the worker lives, the import ends like an uninterrupted run', () => faultIn('merge', 'restart'), 90_000);
+test(
+  'an immediate PostgreSQL restart in merge: the worker lives, the import ends like an uninterrupted run',
+  () => faultIn('merge', 'restart'),
+  90_000,
+);
 
-test('an immediate PostgreSQL restart in read: the worker lives, the import ends like an uninterrupted run', () => faultIn('read', 'restart'), 90_000);
+test(
+  'an immediate PostgreSQL restart in read: the worker lives, the import ends like an uninterrupted run',
+  () => faultIn('read', 'restart'),
+  90_000,
+);
 
-test('an immediate PostgreSQL restart in dedupe: the worker lives, the import ends like an uninterrupted run', () => faultIn('dedupe', 'restart'), 90_000);
+test(
+  'an immediate PostgreSQL restart in dedupe: the worker lives, the import ends like an uninterrupted run',
+  () => faultIn('dedupe', 'restart'),
+  90_000,
+);
 
-test("pg_terminate_backend of every worker connection in merge: the worker lives, the import ends like an uninterrupted run", () => faultIn('merge', 'terminate'), 90_000);
+test(
+  'pg_terminate_backend of every worker connection in merge: ' +
+    'the worker lives, the import ends like an uninterrupted run',
+  () => faultIn('merge', 'terminate'),
+  90_000,
+);
 
-test("pg_terminate_backend of every worker connection in read (its COPY): the worker lives, the import ends like an uninterrupted run", () => faultIn('read', 'terminate'), 90_000);
+test(
+  'pg_terminate_backend of every worker connection in read (its COPY): ' +
+    'the worker lives, the import ends like an uninterrupted run',
+  () => faultIn('read', 'terminate'),
+  90_000,
+);

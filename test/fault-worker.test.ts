@@ -8,7 +8,16 @@
  */
 import { expect, test } from 'bun:test';
 import type { Child } from './helpers/fault-bed';
-import { dbNow, enqueue, midPhase, movingAgain, outcome, referenceBed, runningOn, stageFaultImport } from './helpers/fault-import';
+import {
+  dbNow,
+  enqueue,
+  midPhase,
+  movingAgain,
+  outcome,
+  referenceBed,
+  runningOn,
+  stageFaultImport,
+} from './helpers/fault-import';
 
 /** The issue's bound: from the kill to the import moving again. */
 const RESUME_WITHIN_MS = 30_000;
@@ -29,46 +38,68 @@ async function stopWorkers(): Promise<void> {
   for (const c of alive.splice(0)) await suite.bed.kill(c);
 }
 
-
 for (const phase of ['read', 'merge'] as const) {
-  test(`a worker killed in ${phase} is resumed by a restarted worker within 30 s and ends like an uninterrupted run`, async () => {
-    try {
-      const { accountId, importId } = await stageFaultImport(suite.bed, suite.csv);
-      const first = await startWorker('worker-a');
-      await enqueue(suite.bed, accountId, importId);
-      await midPhase(suite.bed.sql, importId, phase);
-      await suite.bed.kill(first);
-      const killedAt = await dbNow(suite.bed.sql);
-      await startWorker('worker-b');
-      const recoveryMs = await movingAgain(suite.bed.sql, importId, killedAt, RESUME_WITHIN_MS + 15_000);
-      const got = await outcome(suite.bed.sql, accountId, importId);
-      console.log(JSON.stringify({ fault: 'worker kill -9, restarted worker', phase, recoveryMs, countsEqual: JSON.stringify(got) === JSON.stringify(suite.reference) }));
-      expect(recoveryMs).toBeLessThan(RESUME_WITHIN_MS);
-      expect(got).toEqual(suite.reference);
-    } finally {
-      await stopWorkers();
-    }
-  }, 90_000);
+  test(
+    `a worker killed in ${phase} is resumed by a restarted worker within 30 s ` + 'and ends like an uninterrupted run',
+    async () => {
+      try {
+        const { accountId, importId } = await stageFaultImport(suite.bed, suite.csv);
+        const first = await startWorker('worker-a');
+        await enqueue(suite.bed, accountId, importId);
+        await midPhase(suite.bed.sql, importId, phase);
+        await suite.bed.kill(first);
+        const killedAt = await dbNow(suite.bed.sql);
+        await startWorker('worker-b');
+        const recoveryMs = await movingAgain(suite.bed.sql, importId, killedAt, RESUME_WITHIN_MS + 15_000);
+        const got = await outcome(suite.bed.sql, accountId, importId);
+        console.log(
+          JSON.stringify({
+            fault: 'worker kill -9, restarted worker',
+            phase,
+            recoveryMs,
+            countsEqual: JSON.stringify(got) === JSON.stringify(suite.reference),
+          }),
+        );
+        expect(recoveryMs).toBeLessThan(RESUME_WITHIN_MS);
+        expect(got).toEqual(suite.reference);
+      } finally {
+        await stopWorkers();
+      }
+    },
+    90_000,
+  );
 
-  test(`a worker killed in ${phase} is resumed by a second live worker within 30 s and ends like an uninterrupted run`, async () => {
-    try {
-      const { accountId, importId } = await stageFaultImport(suite.bed, suite.csv);
-      await startWorker('worker-a');
-      await startWorker('worker-b');
-      await enqueue(suite.bed, accountId, importId);
-      await midPhase(suite.bed.sql, importId, phase);
-      const holder = await runningOn(suite.bed.sql, importId);
-      const victim = byAppName.get(holder ?? '');
-      expect(victim).toBeDefined();
-      await suite.bed.kill(victim!);
-      const killedAt = await dbNow(suite.bed.sql);
-      const recoveryMs = await movingAgain(suite.bed.sql, importId, killedAt, RESUME_WITHIN_MS + 15_000);
-      const got = await outcome(suite.bed.sql, accountId, importId);
-      console.log(JSON.stringify({ fault: 'worker kill -9, second live worker', phase, recoveryMs, countsEqual: JSON.stringify(got) === JSON.stringify(suite.reference) }));
-      expect(recoveryMs).toBeLessThan(RESUME_WITHIN_MS);
-      expect(got).toEqual(suite.reference);
-    } finally {
-      await stopWorkers();
-    }
-  }, 90_000);
+  test(
+    `a worker killed in ${phase} is resumed by a second live worker within 30 s ` +
+      'and ends like an uninterrupted run',
+    async () => {
+      try {
+        const { accountId, importId } = await stageFaultImport(suite.bed, suite.csv);
+        await startWorker('worker-a');
+        await startWorker('worker-b');
+        await enqueue(suite.bed, accountId, importId);
+        await midPhase(suite.bed.sql, importId, phase);
+        const holder = await runningOn(suite.bed.sql, importId);
+        const victim = byAppName.get(holder ?? '');
+        expect(victim).toBeDefined();
+        await suite.bed.kill(victim!);
+        const killedAt = await dbNow(suite.bed.sql);
+        const recoveryMs = await movingAgain(suite.bed.sql, importId, killedAt, RESUME_WITHIN_MS + 15_000);
+        const got = await outcome(suite.bed.sql, accountId, importId);
+        console.log(
+          JSON.stringify({
+            fault: 'worker kill -9, second live worker',
+            phase,
+            recoveryMs,
+            countsEqual: JSON.stringify(got) === JSON.stringify(suite.reference),
+          }),
+        );
+        expect(recoveryMs).toBeLessThan(RESUME_WITHIN_MS);
+        expect(got).toEqual(suite.reference);
+      } finally {
+        await stopWorkers();
+      }
+    },
+    90_000,
+  );
 }

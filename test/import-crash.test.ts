@@ -32,7 +32,11 @@ function csv(): string {
   for (let i = 0; i < ROWS; i++) {
     const n = i % 240_000; // the last 60,000 rows repeat earlier addresses
     if (i % 997 === 0) lines.push(`broken-${i},x,1,,`);
-    else lines.push(`user${n}@example.com,Name ${i},${i % 100},a;b${i % 7},${i % 3 === 0 ? 'alpha' : i % 3 === 1 ? 'Beta;alpha' : ''}`);
+    else
+      lines.push(
+        `user${n}@example.com,Name ${i},${i % 100},a;b${i % 7},` +
+          `${i % 3 === 0 ? 'alpha' : i % 3 === 1 ? 'Beta;alpha' : ''}`,
+      );
   }
   return `${lines.join('\r\n')}\r\n`;
 }
@@ -49,15 +53,28 @@ async function account(sql: Sql): Promise<string> {
     select ${id}, md5('user' || n || '@example.com')::uuid, 'user' || n || '@example.com',
            jsonb_build_object('firstName', 'Old', 'score', n), array[${alpha}::uuid], n % 2 = 0, 'api'
     from generate_series(0, 20000, 10) n`;
-  await sql`insert into seed_addresses (account_id, email_md5, email) values (${id}, md5('user5@example.com')::uuid, 'user5@example.com')`;
+  await sql`
+    insert into seed_addresses (account_id, email_md5, email)
+    values (${id}, md5('user5@example.com')::uuid, 'user5@example.com')`;
   return id;
 }
 
 function spawnImport(accountId: string, importId: string, name: string) {
-  return Bun.spawn([process.execPath, join(import.meta.dir, 'helpers/run-import.ts'), bed.db.url, bed.files.dir, accountId, importId, String(BATCH)], {
-    stdout: Bun.file(join(logs, `${name}.out`)),
-    stderr: Bun.file(join(logs, `${name}.err`)),
-  });
+  return Bun.spawn(
+    [
+      process.execPath,
+      join(import.meta.dir, 'helpers/run-import.ts'),
+      bed.db.url,
+      bed.files.dir,
+      accountId,
+      importId,
+      String(BATCH),
+    ],
+    {
+      stdout: Bun.file(join(logs, `${name}.out`)),
+      stderr: Bun.file(join(logs, `${name}.err`)),
+    },
+  );
 }
 
 async function until(what: string, check: () => Promise<boolean>, ms = 120_000): Promise<void> {
@@ -70,7 +87,9 @@ async function until(what: string, check: () => Promise<boolean>, ms = 120_000):
 
 async function stagedRows(importId: string): Promise<number> {
   try {
-    const [r] = await bed.db.sql.unsafe<{ n: number }[]>(`select count(*)::int as n from import_rows_${importId.replaceAll('-', '')}`);
+    const [r] = await bed.db.sql.unsafe<{ n: number }[]>(
+      `select count(*)::int as n from import_rows_${importId.replaceAll('-', '')}`,
+    );
     return r!.n;
   } catch {
     return 0; // not created yet
@@ -83,8 +102,10 @@ async function outcome(accountId: string, importId: string) {
   const [digest] = await bed.db.sql<{ contacts: string; n: number; events: string; e: number }[]>`
     select
       (select md5(string_agg(concat_ws('|', c.email_md5, c.email, c.attributes::text, c.enabled, c.first_source,
-                                       (select string_agg(b.name, ',' order by x.n) from unnest(c.brand_ids) with ordinality x(id, n)
-                                        join brands b on b.account_id = c.account_id and b.id = x.id)), '/' order by c.email_md5))
+                                       (select string_agg(b.name, ',' order by x.n)
+                                        from unnest(c.brand_ids) with ordinality x(id, n)
+                                        join brands b on b.account_id = c.account_id and b.id = x.id)),
+                             '/' order by c.email_md5))
        from contacts c where c.account_id = ${accountId}) as contacts,
       (select count(*)::int from contacts where account_id = ${accountId}) as n,
       (select md5(string_agg(m.email_md5::text || b.name, '/' order by m.email_md5, b.name))
@@ -92,14 +113,37 @@ async function outcome(accountId: string, importId: string) {
        join brands b on b.account_id = e.account_id and b.id = e.brand_id
        where e.account_id = ${accountId}) as events,
       (select count(*)::int from brand_subscribe_events, unnest(email_md5s) where account_id = ${accountId}) as e`;
-  const { status, rowCount, addedCount, updatedCount, skippedCount, malformedCount, duplicateInFileCount, percentComplete } = row;
-  return { status, rowCount, addedCount, updatedCount, skippedCount, malformedCount, duplicateInFileCount, percentComplete, ...digest };
+  const {
+    status,
+    rowCount,
+    addedCount,
+    updatedCount,
+    skippedCount,
+    malformedCount,
+    duplicateInFileCount,
+    percentComplete,
+  } = row;
+  return {
+    status,
+    rowCount,
+    addedCount,
+    updatedCount,
+    skippedCount,
+    malformedCount,
+    duplicateInFileCount,
+    percentComplete,
+    ...digest,
+  };
 }
 
 test('a worker killed during read and during merge finishes exactly like an uninterrupted one', async () => {
   const file = csv();
   const [crashed, reference] = [await account(bed.db.sql), await account(bed.db.sql)];
-  const options = { columns: ['Email', 'firstName', 'score', 'tags', 'Brand'], strategy: 'overwrite' as const, restoreDisabled: true };
+  const options = {
+    columns: ['Email', 'firstName', 'score', 'tags', 'Brand'],
+    strategy: 'overwrite' as const,
+    restoreDisabled: true,
+  };
   const crashId = await stageImport(bed.db.sql, bed.files.store, crashed, file, options);
   const refId = await stageImport(bed.db.sql, bed.files.store, reference, file, options);
 

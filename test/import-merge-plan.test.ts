@@ -15,16 +15,15 @@ import { createAccount, createAttribute, createBrand } from './helpers/fixtures'
 
 const bed = importBed();
 
-
-
 const EXISTING = 3_000;
 
-test('with statistics that predate the account, each staged row is one primary-key probe and updates go by ctid', async () => {
+test('statistics predating the account: each staged row is one primary-key probe and updates go by ctid', async () => {
   const sql = bed.db.sql;
   const other = await createAccount(sql, 'other');
   await sql`
     insert into contacts (account_id, email_md5, email, first_source)
-    select ${other}, md5('o' || n || '@example.com')::uuid, 'o' || n || '@example.com', 'api' from generate_series(1, 20000) n`;
+    select ${other}, md5('o' || n || '@example.com')::uuid, 'o' || n || '@example.com', 'api'
+    from generate_series(1, 20000) n`;
   await sql`analyze contacts`;
   await sql`analyze seed_addresses`;
 
@@ -36,18 +35,25 @@ test('with statistics that predate the account, each staged row is one primary-k
     insert into contacts (account_id, email_md5, email, attributes, first_source)
     select ${id}, md5('u' || n || '@example.com')::uuid, 'u' || n || '@example.com', '{"firstName":"Old"}', 'api'
     from generate_series(1, ${EXISTING}) n`;
-  await sql`insert into seed_addresses (account_id, email_md5, email) values (${id}, md5('u7@example.com')::uuid, 'u7@example.com')`;
+  await sql`
+    insert into seed_addresses (account_id, email_md5, email)
+    values (${id}, md5('u7@example.com')::uuid, 'u7@example.com')`;
 
   // The merge table as the dedupe phase leaves it, and the statement as merge.ts runs it.
   const importId = crypto.randomUUID();
   const table = stagingTables(importId).parts[0]!.table;
   await sql.unsafe(`
     create unlogged table ${table} as
-    select row_number() over (order by md5) as seq, md5 as email_md5, email, '{"firstName":"New"}'::jsonb as attributes, '{}'::uuid[] as brand_ids, 1::int2 as attribute_count
-    from (select md5('u' || n || '@example.com')::uuid as md5, 'u' || n || '@example.com' as email from generate_series(1, ${2 * EXISTING}) n) x`);
+    select row_number() over (order by md5) as seq, md5 as email_md5, email, '{"firstName":"New"}'::jsonb as attributes,
+           '{}'::uuid[] as brand_ids, 1::int2 as attribute_count
+    from (select md5('u' || n || '@example.com')::uuid as md5, 'u' || n || '@example.com' as email
+          from generate_series(1, ${2 * EXISTING}) n) x`);
   await sql.unsafe(`alter table ${table} add primary key (seq)`);
   await sql.unsafe(`analyze ${table}`);
-  const statement = (await Bun.file(join(import.meta.dir, '../sql/merge/merge-batch.sql')).text()).replaceAll(':"merge_table"', table);
+  const statement = (await Bun.file(join(import.meta.dir, '../sql/merge/merge-batch.sql')).text()).replaceAll(
+    ':"merge_table"',
+    table,
+  );
   const plan = await sql.begin(async (tx) => {
     await tx`set local enable_hashjoin = off`;
     await tx`set local enable_mergejoin = off`;
@@ -60,14 +66,25 @@ test('with statistics that predate the account, each staged row is one primary-k
   });
   await sql.unsafe(`drop table ${table}`);
 
-  expect(plan).toMatch(/Index Scan using contacts_pkey on contacts c\s*\(.*\n\s*Index Cond: \(\(account_id = '[0-9a-f-]+'::uuid\) AND \(email_md5 = r\.email_md5\)\)/);
+  expect(plan).toMatch(
+    new RegExp(
+      String.raw`Index Scan using contacts_pkey on contacts c\s*\(.*\n\s*` +
+        String.raw`Index Cond: \(\(account_id = '[0-9a-f-]+'::uuid\) AND \(email_md5 = r\.email_md5\)\)`,
+    ),
+  );
   // Seeds: a probe per row too (a scan of the whole table when it is this tiny, an index probe when not).
-  expect(plan).toMatch(/on seed_addresses s\s*\(.*\n\s*(Index Cond|Filter): \(\(account_id = '[0-9a-f-]+'::uuid\) AND \(email_md5 = r\.email_md5\)\)/);
+  expect(plan).toMatch(
+    new RegExp(
+      String.raw`on seed_addresses s\s*\(.*\n\s*` +
+        String.raw`(Index Cond|Filter): \(\(account_id = '[0-9a-f-]+'::uuid\) AND \(email_md5 = r\.email_md5\)\)`,
+    ),
+  );
   expect(plan).toMatch(/Tid Scan on contacts/);
   expect(plan).not.toMatch(/Join Filter/);
 
   // And the real import of that file ends with the counts the semantics demand.
-  const csv = `Email,firstName\n${Array.from({ length: 2 * EXISTING }, (_, i) => `u${i + 1}@example.com,New`).join('\n')}\n`;
+  const lines = Array.from({ length: 2 * EXISTING }, (_, i) => `u${i + 1}@example.com,New`);
+  const csv = `Email,firstName\n${lines.join('\n')}\n`;
   const stagedId = await stageImport(sql, bed.files.store, id, csv, { columns: ['Email', 'firstName'] });
   await runImport({ sql, storage: bed.files.store, config: testConfig(1_000) }, id, stagedId);
   const row = await importRow(sql, id, stagedId);

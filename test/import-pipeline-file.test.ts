@@ -14,8 +14,6 @@ import { createAccount, createAttribute, createBrand } from './helpers/fixtures'
 
 const bed = importBed();
 
-
-
 async function account() {
   const id = await createAccount(bed.db.sql);
   await createAttribute(bed.db.sql, id, 'firstName', 'string');
@@ -23,7 +21,12 @@ async function account() {
   await createAttribute(bed.db.sql, id, 'vip', 'boolean');
   await createAttribute(bed.db.sql, id, 'tags', 'array');
   await createAttribute(bed.db.sql, id, 'work', 'email');
-  return { id, alpha: await createBrand(bed.db.sql, id, 'Alpha'), semi: await createBrand(bed.db.sql, id, 'Beta;Gamma'), delta: await createBrand(bed.db.sql, id, 'Delta') };
+  return {
+    id,
+    alpha: await createBrand(bed.db.sql, id, 'Alpha'),
+    semi: await createBrand(bed.db.sql, id, 'Beta;Gamma'),
+    delta: await createBrand(bed.db.sql, id, 'Delta'),
+  };
 }
 
 interface RunOptions extends Partial<ImportOptions> {
@@ -33,11 +36,18 @@ interface RunOptions extends Partial<ImportOptions> {
 }
 
 async function stage(accountId: string, csv: string | Uint8Array, o: RunOptions = {}) {
-  return stageImport(bed.db.sql, bed.files.store, accountId, csv, { ...o, columns: o.columns ?? ['Email', 'firstName'] });
+  return stageImport(bed.db.sql, bed.files.store, accountId, csv, {
+    ...o,
+    columns: o.columns ?? ['Email', 'firstName'],
+  });
 }
 
 function run(accountId: string, id: string, o: RunOptions = {}) {
-  return runImport({ sql: bed.db.sql, storage: o.storage ?? bed.files.store, config: testConfig(o.batch ?? 3), log: o.log }, accountId, id);
+  return runImport(
+    { sql: bed.db.sql, storage: o.storage ?? bed.files.store, config: testConfig(o.batch ?? 3), log: o.log },
+    accountId,
+    id,
+  );
 }
 
 async function importCsv(accountId: string, csv: string | Uint8Array, o: RunOptions = {}) {
@@ -54,8 +64,12 @@ async function attributesOf(accountId: string) {
 
 async function leftovers(accountId: string, id: string) {
   const hex = id.replaceAll('-', '');
-  const [t] = await bed.db.sql<{ n: number }[]>`select count(*)::int as n from pg_class where relname like ${`import_%_${hex}`}`;
-  const [b] = await bed.db.sql<{ n: number }[]>`select count(*)::int as n from bulk_operations where account_id = ${accountId}`;
+  const [t] = await bed.db.sql<
+    { n: number }[]
+  >`select count(*)::int as n from pg_class where relname like ${`import_%_${hex}`}`;
+  const [b] = await bed.db.sql<
+    { n: number }[]
+  >`select count(*)::int as n from bulk_operations where account_id = ${accountId}`;
   const object = await bed.files.store.head(`contact-imports/${accountId}/${id}.csv`);
   return { tables: t!.n, bulkOperations: b!.n, object: object !== undefined };
 }
@@ -63,7 +77,8 @@ async function leftovers(accountId: string, id: string) {
 describe('file format', () => {
   test('BOM, CRLF, quoted commas, quotes and newlines, blank lines; typed values stored typed', async () => {
     const a = await account();
-    const csv = '\uFEFFEmail,firstName,age,vip,tags,work\r\n\r\n' +
+    const csv =
+      '\uFEFFEmail,firstName,age,vip,tags,work\r\n\r\n' +
       'a@example.com,"Smith, ""Jo""\r\nline two",1.5,Yes," x ; y\\;z ;",w@work.io\r\n' +
       '   \r\n' +
       'b@example.com,Bo,-2,0,,\r\n' +
@@ -71,7 +86,13 @@ describe('file format', () => {
     const { row } = await importCsv(a.id, csv, { columns: ['Email', 'firstName', 'age', 'vip', 'tags', 'work'] });
     expect(row).toMatchObject({ status: 'success', rowCount: 3, addedCount: 3, malformedCount: 0 });
     expect(await attributesOf(a.id)).toEqual({
-      'a@example.com': { firstName: 'Smith, "Jo"\r\nline two', age: 1.5, vip: true, tags: ['x', 'y;z'], work: 'w@work.io' },
+      'a@example.com': {
+        firstName: 'Smith, "Jo"\r\nline two',
+        age: 1.5,
+        vip: true,
+        tags: ['x', 'y;z'],
+        work: 'w@work.io',
+      },
       'b@example.com': { firstName: 'Bo', age: -2, vip: false },
       'c@example.com': {},
     });
@@ -99,25 +120,47 @@ describe('file format', () => {
   test('a header-only file succeeds with nothing to import', async () => {
     const a = await account();
     const { id, row } = await importCsv(a.id, 'Email,firstName\r\n');
-    expect(row).toMatchObject({ status: 'success', rowCount: 0, addedCount: 0, updatedCount: 0, skippedCount: 0, malformedCount: 0, duplicateInFileCount: 0, percentComplete: null });
+    expect(row).toMatchObject({
+      status: 'success',
+      rowCount: 0,
+      addedCount: 0,
+      updatedCount: 0,
+      skippedCount: 0,
+      malformedCount: 0,
+      duplicateInFileCount: 0,
+      percentComplete: null,
+    });
     expect(await leftovers(a.id, id)).toEqual({ tables: 0, bulkOperations: 0, object: false });
   });
 });
 
 describe('brands', () => {
-  test('names in any case, ids, \\; in names, repeats once; import brands added; unknown or deleted brands are malformed', async () => {
-    const a = await account();
-    const gone = await createBrand(bed.db.sql, a.id, 'Gone');
-    await bed.db.sql`update brands set deleted_at = now() where id = ${gone}`;
-    const csv = ['Email,Brand', `a@example.com,ALPHA;${a.alpha.toUpperCase()};beta\\;gamma`, 'b@example.com,', 'c@example.com,Nobody', 'd@example.com,gone', `e@example.com,${gone}`].join('\n');
-    const { row } = await importCsv(a.id, csv, { columns: ['Email', 'Brand'], brandIds: [a.delta] });
-    expect(row).toMatchObject({ rowCount: 2, addedCount: 2, malformedCount: 3 });
-    const brands = await bed.db.sql<{ email: string; b: string[] }[]>`select email, brand_ids::text[] as b from contacts where account_id = ${a.id} order by email`;
-    expect([...brands]).toEqual([
-      { email: 'a@example.com', b: [a.alpha, a.semi, a.delta] },
-      { email: 'b@example.com', b: [a.delta] },
-    ]);
-  });
+  test(
+    'names in any case, ids, \\; in names, repeats once; import brands added; ' +
+      'unknown or deleted brands are malformed',
+    async () => {
+      const a = await account();
+      const gone = await createBrand(bed.db.sql, a.id, 'Gone');
+      await bed.db.sql`update brands set deleted_at = now() where id = ${gone}`;
+      const csv = [
+        'Email,Brand',
+        `a@example.com,ALPHA;${a.alpha.toUpperCase()};beta\\;gamma`,
+        'b@example.com,',
+        'c@example.com,Nobody',
+        'd@example.com,gone',
+        `e@example.com,${gone}`,
+      ].join('\n');
+      const { row } = await importCsv(a.id, csv, { columns: ['Email', 'Brand'], brandIds: [a.delta] });
+      expect(row).toMatchObject({ rowCount: 2, addedCount: 2, malformedCount: 3 });
+      const brands = await bed.db.sql<
+        { email: string; b: string[] }[]
+      >`select email, brand_ids::text[] as b from contacts where account_id = ${a.id} order by email`;
+      expect([...brands]).toEqual([
+        { email: 'a@example.com', b: [a.alpha, a.semi, a.delta] },
+        { email: 'b@example.com', b: [a.delta] },
+      ]);
+    },
+  );
 });
 
 describe('brand-subscribe events', () => {
@@ -147,50 +190,56 @@ describe('brand-subscribe events', () => {
     ]);
   });
 
-  test('stored as sets: one outbox row per brand per merge batch, unnesting to exactly the (contact, brand) events', async () => {
-    const a = await setup(); // old@example.com has Alpha
-    const hex = (email: string) => createHash('md5').update(email).digest('hex');
-    const news = Array.from({ length: 10 }, (_, i) => `s${i}@example.com`);
-    const cell = (i: number) => (i % 3 === 0 ? 'Alpha;Delta' : i % 3 === 1 ? 'delta' : '');
-    const csv = ['Email,Brand', ...news.map((e, i) => `${e},${cell(i)}`), 'old@example.com,Alpha;Delta'].join('\n');
-    const expected: string[] = [];
-    news.forEach((e, i) => {
-      if (i % 3 === 0) expected.push(`${hex(e)} ${a.alpha}`, `${hex(e)} ${a.delta}`);
-      if (i % 3 === 1) expected.push(`${hex(e)} ${a.delta}`);
-    });
-    expected.push(`${hex('old@example.com')} ${a.delta}`); // Alpha it had already
-    // Batches are seq ranges of 4 and seq follows email_md5 order.
-    const order = [...news, 'old@example.com'].map(hex).sort();
-    const batchOf = (h: string) => Math.floor(order.indexOf(h) / 4);
-    const logged: number[] = [];
-    const log = (msg: string, fields?: object) => {
-      if (msg === 'import merge batch') logged.push((fields as { events: number }).events);
-    };
-    const { id, row } = await importCsv(a.id, csv, { columns: ['Email', 'Brand'], batch: 4, log });
-    expect(row).toMatchObject({ status: 'success', rowCount: 11, addedCount: 10, updatedCount: 1 });
+  test(
+    'stored as sets: one outbox row per brand per merge batch, ' + 'unnesting to exactly the (contact, brand) events',
+    async () => {
+      const a = await setup(); // old@example.com has Alpha
+      const hex = (email: string) => createHash('md5').update(email).digest('hex');
+      const news = Array.from({ length: 10 }, (_, i) => `s${i}@example.com`);
+      const cell = (i: number) => (i % 3 === 0 ? 'Alpha;Delta' : i % 3 === 1 ? 'delta' : '');
+      const csv = ['Email,Brand', ...news.map((e, i) => `${e},${cell(i)}`), 'old@example.com,Alpha;Delta'].join('\n');
+      const expected: string[] = [];
+      news.forEach((e, i) => {
+        if (i % 3 === 0) expected.push(`${hex(e)} ${a.alpha}`, `${hex(e)} ${a.delta}`);
+        if (i % 3 === 1) expected.push(`${hex(e)} ${a.delta}`);
+      });
+      expected.push(`${hex('old@example.com')} ${a.delta}`); // Alpha it had already
+      // Batches are seq ranges of 4 and seq follows email_md5 order.
+      const order = [...news, 'old@example.com'].map(hex).sort();
+      const batchOf = (h: string) => Math.floor(order.indexOf(h) / 4);
+      const logged: number[] = [];
+      const log = (msg: string, fields?: object) => {
+        if (msg === 'import merge batch') logged.push((fields as { events: number }).events);
+      };
+      const { id, row } = await importCsv(a.id, csv, { columns: ['Email', 'Brand'], batch: 4, log });
+      expect(row).toMatchObject({ status: 'success', rowCount: 11, addedCount: 10, updatedCount: 1 });
 
-    const rows = await bed.db.sql<{ brand: string; md5s: string[]; source: string; importId: string }[]>`
+      const rows = await bed.db.sql<{ brand: string; md5s: string[]; source: string; importId: string }[]>`
       select brand_id::text as brand, email_md5s::text[] as md5s, source, import_id::text as "importId"
       from brand_subscribe_events where account_id = ${a.id} order by id`;
-    const sets = rows.map((r) => ({ ...r, md5s: r.md5s.map((m) => m.replaceAll('-', '')) }));
-    for (const r of sets) {
-      expect(r).toMatchObject({ source: 'import', importId: id });
-      expect(r.md5s.length).toBeGreaterThan(0);
-      expect(r.md5s).toEqual([...r.md5s].sort()); // ordered by email_md5
-      expect(new Set(r.md5s.map(batchOf)).size).toBe(1); // one batch's contacts
-    }
-    const perBatchBrand = (pairs: string[]) => new Set(pairs.map((p) => `${batchOf(p.split(' ')[0]!)} ${p.split(' ')[1]}`));
-    expect(sets.length).toBe(perBatchBrand(expected).size);
-    expect(new Set(sets.map((r) => `${batchOf(r.md5s[0]!)} ${r.brand}`))).toEqual(perBatchBrand(expected));
-    expect(sets.flatMap((r) => r.md5s.map((m) => `${m} ${r.brand}`)).sort()).toEqual(expected.sort());
-    // The batch result still counts (contact, brand) events, not outbox rows.
-    expect(logged.reduce((x, y) => x + y, 0)).toBe(expected.length);
-  });
+      const sets = rows.map((r) => ({ ...r, md5s: r.md5s.map((m) => m.replaceAll('-', '')) }));
+      for (const r of sets) {
+        expect(r).toMatchObject({ source: 'import', importId: id });
+        expect(r.md5s.length).toBeGreaterThan(0);
+        expect(r.md5s).toEqual([...r.md5s].sort()); // ordered by email_md5
+        expect(new Set(r.md5s.map(batchOf)).size).toBe(1); // one batch's contacts
+      }
+      const perBatchBrand = (pairs: string[]) =>
+        new Set(pairs.map((p) => `${batchOf(p.split(' ')[0]!)} ${p.split(' ')[1]}`));
+      expect(sets.length).toBe(perBatchBrand(expected).size);
+      expect(new Set(sets.map((r) => `${batchOf(r.md5s[0]!)} ${r.brand}`))).toEqual(perBatchBrand(expected));
+      expect(sets.flatMap((r) => r.md5s.map((m) => `${m} ${r.brand}`)).sort()).toEqual(expected.sort());
+      // The batch result still counts (contact, brand) events, not outbox rows.
+      expect(logged.reduce((x, y) => x + y, 0)).toBe(expected.length);
+    },
+  );
 
   test('none when publishBrandSubscribeEvents is false', async () => {
     const a = await setup();
     await importCsv(a.id, csv(), { columns: ['Email', 'Brand'], publishEvents: false });
-    const [n] = await bed.db.sql<{ n: number }[]>`select count(*)::int as n from brand_subscribe_events, unnest(email_md5s) where account_id = ${a.id}`;
+    const [n] = await bed.db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from brand_subscribe_events, unnest(email_md5s) where account_id = ${a.id}`;
     expect(n!.n).toBe(0);
   });
 });
@@ -201,7 +250,11 @@ describe('failures', () => {
     const id = await stage(a.id, csv, o);
     const error = await run(a.id, id, o).catch((e) => e);
     expect(error).toBeInstanceOf(UnrecoverableImportError);
-    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({ status: 'failed', failureReason: reason, percentComplete: null });
+    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({
+      status: 'failed',
+      failureReason: reason,
+      percentComplete: null,
+    });
     const [c] = await bed.db.sql<{ n: number }[]>`select count(*)::int as n from contacts where account_id = ${a.id}`;
     expect(c!.n).toBe(0);
     expect(await leftovers(a.id, id)).toEqual({ tables: 0, bulkOperations: 0, object: false });
@@ -215,13 +268,22 @@ describe('failures', () => {
   });
 
   test('a file that is not UTF-8, even far past rows already staged', async () => {
-    const good = Buffer.from(`Email,firstName\n${Array.from({ length: 50 }, (_, i) => `u${i}@example.com,U`).join('\n')}\n`);
-    await expectFailed(Buffer.concat([good, Buffer.from([0x62, 0x40, 0x65, 0x2e, 0x63, 0x6f, 0x2c, 0xe9, 0x0a])]), 'The file is not UTF-8 text.');
+    const good = Buffer.from(
+      `Email,firstName\n${Array.from({ length: 50 }, (_, i) => `u${i}@example.com,U`).join('\n')}\n`,
+    );
+    await expectFailed(
+      Buffer.concat([good, Buffer.from([0x62, 0x40, 0x65, 0x2e, 0x63, 0x6f, 0x2c, 0xe9, 0x0a])]),
+      'The file is not UTF-8 text.',
+    );
   });
 
   test('a file that is not UTF-8, found while a COPY statement is open: the COPY is abandoned', async () => {
-    const good = Buffer.from(`Email,firstName\n${Array.from({ length: 5000 }, (_, i) => `u${i}@example.com,U`).join('\n')}\n`);
-    await expectFailed(Buffer.concat([good, Buffer.from([0xff, 0x0a])]), 'The file is not UTF-8 text.', { batch: 100_000 });
+    const good = Buffer.from(
+      `Email,firstName\n${Array.from({ length: 5000 }, (_, i) => `u${i}@example.com,U`).join('\n')}\n`,
+    );
+    await expectFailed(Buffer.concat([good, Buffer.from([0xff, 0x0a])]), 'The file is not UTF-8 text.', {
+      batch: 100_000,
+    });
   });
 
   test('an empty file, a file of only a BOM or blank lines', async () => {
@@ -230,7 +292,10 @@ describe('failures', () => {
 
   test('a quote that is never closed, before the rest of a large file', async () => {
     const rest = Array.from({ length: 80_000 }, (_, i) => `u${i}@example.com,U`).join('\n');
-    await expectFailed(`Email,firstName\nx@example.com,X\ny@example.com,"open\n${rest}\n`, 'Data row 2 is not valid CSV: a quoted field is never closed, or the row is longer than 1048576 characters.');
+    await expectFailed(
+      `Email,firstName\nx@example.com,X\ny@example.com,"open\n${rest}\n`,
+      'Data row 2 is not valid CSV: a quoted field is never closed, or the row is longer than 1048576 characters.',
+    );
   });
 
   test('an object that is gone', async () => {
@@ -243,17 +308,21 @@ describe('failures', () => {
 });
 
 describe('progress and restarts', () => {
-  const rows = (n: number) => `Email,firstName\n${Array.from({ length: n }, (_, i) => `p${i}@example.com,P${i}`).join('\n')}\n`;
+  const rows = (n: number) =>
+    `Email,firstName\n${Array.from({ length: n }, (_, i) => `p${i}@example.com,P${i}`).join('\n')}\n`;
 
   test('percentComplete moves per batch and reaches 100 with the last; absent once done', async () => {
     const a = await account();
     const seen: number[] = [];
-    const { row } = await importCsv(a.id, rows(7), { batch: 3, log: (m, f) => m === 'import merge batch' && seen.push((f as { percentComplete: number }).percentComplete) });
+    const { row } = await importCsv(a.id, rows(7), {
+      batch: 3,
+      log: (m, f) => m === 'import merge batch' && seen.push((f as { percentComplete: number }).percentComplete),
+    });
     expect(seen).toEqual([42, 85, 100]);
     expect(row.percentComplete).toBeNull();
   });
 
-  test('batches are exactly batchSize rows across the merge table parts: percentComplete moves in the spec steps', async () => {
+  test('batches are exactly batchSize rows across merge table parts: percentComplete moves in spec steps', async () => {
     // 35 rows in batches of 10 stand for the spec's 350,000 in batches of 100,000: 28, 57, 85, 100.
     const emails = Array.from({ length: 35 }, (_, i) => `p${i}@example.com`);
     const md5s = emails.map((e) => Bun.MD5.hash(e, 'hex') as string);
@@ -283,11 +352,23 @@ describe('progress and restarts', () => {
       if (m === 'import deduplicated') throw new Error('worker died');
     };
     await run(a.id, id, { log: stopAfterDedupe }).catch(() => {});
-    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({ status: 'importing', phase: 'merge', rowCount: 2, percentComplete: 0 });
+    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({
+      status: 'importing',
+      phase: 'merge',
+      rowCount: 2,
+      percentComplete: 0,
+    });
     const seen: number[] = [];
-    await run(a.id, id, { log: (m, f) => m === 'import merge batch' && seen.push((f as { percentComplete: number }).percentComplete) });
+    await run(a.id, id, {
+      log: (m, f) => m === 'import merge batch' && seen.push((f as { percentComplete: number }).percentComplete),
+    });
     expect(seen).toEqual([100]);
-    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({ status: 'success', rowCount: 2, addedCount: 2, percentComplete: null });
+    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({
+      status: 'success',
+      rowCount: 2,
+      addedCount: 2,
+      percentComplete: null,
+    });
   });
 
   test('a run stopped after a batch resumes at its checkpoint: counts and events exactly once', async () => {
@@ -304,11 +385,22 @@ describe('progress and restarts', () => {
     const between = await importRow(bed.db.sql, a.id, id);
     expect(between).toMatchObject({ status: 'importing', phase: 'merge' });
     expect(mergeBatchEnds(emails.length, 3).slice(0, 2)).toContain(between.checkpoint);
-    expect(between).toMatchObject({ addedCount: between.checkpoint, percentComplete: Math.floor((100 * between.checkpoint) / 8) });
+    expect(between).toMatchObject({
+      addedCount: between.checkpoint,
+      percentComplete: Math.floor((100 * between.checkpoint) / 8),
+    });
     expect((await leftovers(a.id, id)).bulkOperations).toBe(1);
     await run(a.id, id);
-    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({ status: 'success', rowCount: 8, addedCount: 8, updatedCount: 0, skippedCount: 0 });
-    const [e] = await bed.db.sql<{ n: number }[]>`select count(*)::int as n from brand_subscribe_events, unnest(email_md5s) where import_id = ${id}`;
+    expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({
+      status: 'success',
+      rowCount: 8,
+      addedCount: 8,
+      updatedCount: 0,
+      skippedCount: 0,
+    });
+    const [e] = await bed.db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from brand_subscribe_events, unnest(email_md5s) where import_id = ${id}`;
     expect(e!.n).toBe(8);
     expect(await leftovers(a.id, id)).toEqual({ tables: 0, bulkOperations: 0, object: false });
   });
@@ -350,7 +442,9 @@ describe('progress and restarts', () => {
     const { id } = await importCsv(a.id, rows(4));
     const before = await bed.db.sql`select email_md5, updated_at from contacts where account_id = ${a.id} order by 1`;
     await run(a.id, id);
-    expect(await bed.db.sql`select email_md5, updated_at from contacts where account_id = ${a.id} order by 1`).toEqual(before);
+    expect(await bed.db.sql`select email_md5, updated_at from contacts where account_id = ${a.id} order by 1`).toEqual(
+      before,
+    );
     expect(await importRow(bed.db.sql, a.id, id)).toMatchObject({ status: 'success', addedCount: 4 });
   });
 });

@@ -103,18 +103,30 @@ describe('POST /v1/contact-imports: success', () => {
 
 describe('POST /v1/contact-imports: column rules', () => {
   test('a column that is not a schema attribute points at /columns/<index>', async () => {
-    const body = expectProblem(await create({ ...valid, columns: ['Email', 'Nickname'] }), 400, 'invalid_request_error');
+    const body = expectProblem(
+      await create({ ...valid, columns: ['Email', 'Nickname'] }),
+      400,
+      'invalid_request_error',
+    );
     expect(pointersOf(body)).toEqual(['/columns/1']);
     expect(body.detail).toContain('Nickname');
   });
 
   test('a derived sub-attribute is not a column', async () => {
-    const body = expectProblem(await create({ ...valid, columns: ['Email', 'Work email:md5'] }), 400, 'invalid_request_error');
+    const body = expectProblem(
+      await create({ ...valid, columns: ['Email', 'Work email:md5'] }),
+      400,
+      'invalid_request_error',
+    );
     expect(pointersOf(body)).toEqual(['/columns/1']);
   });
 
   test('a column declared twice, ignoring case, points at the repeat', async () => {
-    const body = expectProblem(await create({ ...valid, columns: ['Email', 'first name', 'FIRST NAME'] }), 400, 'invalid_request_error');
+    const body = expectProblem(
+      await create({ ...valid, columns: ['Email', 'first name', 'FIRST NAME'] }),
+      400,
+      'invalid_request_error',
+    );
     expect(pointersOf(body)).toEqual(['/columns/2']);
   });
 
@@ -124,13 +136,21 @@ describe('POST /v1/contact-imports: column rules', () => {
   });
 
   test('no Email column points at /columns (a custom email attribute is not the identity)', async () => {
-    const body = expectProblem(await create({ ...valid, columns: ['Work email', 'First Name'] }), 400, 'invalid_request_error');
+    const body = expectProblem(
+      await create({ ...valid, columns: ['Work email', 'First Name'] }),
+      400,
+      'invalid_request_error',
+    );
     expect(pointersOf(body)).toEqual(['/columns']);
     expect(body.detail).toContain('Email');
   });
 
   test('every bad column is reported, in order', async () => {
-    const body = expectProblem(await create({ ...valid, columns: ['Nope', 'Brand', 'brand', ''] }), 400, 'invalid_request_error');
+    const body = expectProblem(
+      await create({ ...valid, columns: ['Nope', 'Brand', 'brand', ''] }),
+      400,
+      'invalid_request_error',
+    );
     expect(pointersOf(body)).toEqual(['/columns/0', '/columns/2', '/columns/3', '/columns']);
   });
 
@@ -174,7 +194,11 @@ describe('POST /v1/contact-imports: body validation', () => {
     ['brandIds not uuids', { ...valid, brandIds: ['nope'] }, '/brandIds/0'],
     ['overwriteBrands not boolean', { ...valid, overwriteBrands: 'yes' }, '/overwriteBrands'],
     ['restoreDisabled not boolean', { ...valid, restoreDisabled: 1 }, '/restoreDisabled'],
-    ['publishBrandSubscribeEvents not boolean', { ...valid, publishBrandSubscribeEvents: null }, '/publishBrandSubscribeEvents'],
+    [
+      'publishBrandSubscribeEvents not boolean',
+      { ...valid, publishBrandSubscribeEvents: null },
+      '/publishBrandSubscribeEvents',
+    ],
   ];
   for (const [name, body, ptr] of cases) {
     test(`${name} → 400 at ${ptr}`, async () => {
@@ -195,7 +219,11 @@ describe('POST /v1/contact-imports: body validation', () => {
   });
 
   test('body shape is checked before the columns against the schema', async () => {
-    const problem = expectProblem(await create({ columns: ['Nope'], duplicateContactStrategy: 'merge' }), 400, 'invalid_request_error');
+    const problem = expectProblem(
+      await create({ columns: ['Nope'], duplicateContactStrategy: 'merge' }),
+      400,
+      'invalid_request_error',
+    );
     expect(pointersOf(problem)).toEqual(['/duplicateContactStrategy']);
   });
 });
@@ -208,12 +236,24 @@ describe('POST /v1/contact-imports: auth', () => {
   });
 });
 
-async function openImport(status: string, extra: { createdSecondsAgo?: number; startedSecondsAgo?: number; percent?: number; size?: number; method?: string } = {}) {
+async function openImport(
+  status: string,
+  extra: {
+    createdSecondsAgo?: number;
+    startedSecondsAgo?: number;
+    percent?: number;
+    size?: number;
+    method?: string;
+  } = {},
+) {
+  const startedAt =
+    extra.startedSecondsAgo === undefined ? null : t.db.sql`now() - ${extra.startedSecondsAgo} * interval '1 second'`;
   const [row] = await t.db.sql<{ id: string }[]>`
-    insert into contact_imports (account_id, status, method, columns, duplicate_contact_strategy, created_at, started_at, percent_complete, object_size)
+    insert into contact_imports (account_id, status, method, columns, duplicate_contact_strategy, created_at,
+                                 started_at, percent_complete, object_size)
     values (${t.accountId}, ${status}, ${extra.method ?? 'api'}, '{Email}', 'skip',
             now() - ${extra.createdSecondsAgo ?? 0} * interval '1 second',
-            ${extra.startedSecondsAgo === undefined ? null : t.db.sql`now() - ${extra.startedSecondsAgo} * interval '1 second'`},
+            ${startedAt},
             ${extra.percent ?? null}, ${extra.size ?? null})
     returning id`;
   return row!.id;
@@ -283,8 +323,10 @@ describe('GET /v1/contact-imports', () => {
     const ids: string[] = [];
     for (let i = 0; i < n; i++) {
       const [row] = await t.db.sql<{ id: string }[]>`
-        insert into contact_imports (account_id, status, method, columns, duplicate_contact_strategy, created_at, updated_count, skipped_count)
-        values (${account}, 'success', ${i % 2 ? 'manual' : 'api'}, '{Email}', 'keep', now() - ${n - i} * interval '1 minute', 0, 0)
+        insert into contact_imports (account_id, status, method, columns, duplicate_contact_strategy, created_at,
+                                     updated_count, skipped_count)
+        values (${account}, 'success', ${i % 2 ? 'manual' : 'api'}, '{Email}', 'keep',
+                now() - ${n - i} * interval '1 minute', 0, 0)
         returning id`;
       ids.push(row!.id);
     }
@@ -306,7 +348,11 @@ describe('GET /v1/contact-imports', () => {
   });
 
   test('a repeated page parameter is a 400 naming it', async () => {
-    const problem = expectProblem(await t.call('GET', '/v1/contact-imports?page=1&page=2'), 400, 'invalid_request_error');
+    const problem = expectProblem(
+      await t.call('GET', '/v1/contact-imports?page=1&page=2'),
+      400,
+      'invalid_request_error',
+    );
     expect(problem.errors).toEqual([{ detail: expect.any(String), parameter: 'page' }]);
   });
 
@@ -316,7 +362,12 @@ describe('GET /v1/contact-imports', () => {
   });
 
   test('bad page parameters and unknown parameters are 400 naming the parameter', async () => {
-    for (const [q, parameter] of [['pageSize=5', 'pageSize'], ['pageSize=201', 'pageSize'], ['page=0', 'page'], ['sort=name', 'sort']]) {
+    for (const [q, parameter] of [
+      ['pageSize=5', 'pageSize'],
+      ['pageSize=201', 'pageSize'],
+      ['page=0', 'page'],
+      ['sort=name', 'sort'],
+    ]) {
       const body = expectProblem(await t.call('GET', `/v1/contact-imports?${q}`), 400, 'invalid_request_error');
       expect(body.errors?.[0]?.parameter).toBe(parameter);
     }
@@ -329,27 +380,46 @@ describe('GET /v1/contact-imports', () => {
 });
 
 describe('GET /v1/contact-imports/{importId}', () => {
-  test('400 for a non-UUID id, 404 for an unknown or another account\'s import', async () => {
+  test("400 for a non-UUID id, 404 for an unknown or another account's import", async () => {
     expectProblem(await t.call('GET', '/v1/contact-imports/nope'), 400, 'invalid_request_error');
-    expectProblem(await t.call('GET', '/v1/contact-imports/00000000-0000-4000-8000-000000000000'), 404, 'not_found_error');
+    expectProblem(
+      await t.call('GET', '/v1/contact-imports/00000000-0000-4000-8000-000000000000'),
+      404,
+      'not_found_error',
+    );
     const other = await createKey(t.db.sql, await createAccount(t.db.sql));
     const created = await create(valid, other);
     expectProblem(await t.call('GET', `/v1/contact-imports/${created.body.id}`), 404, 'not_found_error');
   });
 
   // Every counter and leftover is set on every row, so presence is decided by status alone.
-  async function rowIn(status: string, counts: { rowCount?: number | null; updated?: number | null; dupes?: number | null } = {}) {
+  async function rowIn(
+    status: string,
+    counts: { rowCount?: number | null; updated?: number | null; dupes?: number | null } = {},
+  ) {
     const [row] = await t.db.sql<{ id: string }[]>`
-      insert into contact_imports (account_id, status, method, columns, duplicate_contact_strategy, row_count, added_count,
-        updated_count, skipped_count, malformed_count, duplicate_in_file_count, percent_complete, failure_reason, completed_at)
-      values (${t.accountId}, ${status}, 'api', '{Email}', 'overwrite', ${counts.rowCount === undefined ? 10 : counts.rowCount}, 4,
+      insert into contact_imports (account_id, status, method, columns, duplicate_contact_strategy, row_count,
+        added_count, updated_count, skipped_count, malformed_count, duplicate_in_file_count, percent_complete,
+        failure_reason, completed_at)
+      values (${t.accountId}, ${status}, 'api', '{Email}', 'overwrite',
+        ${counts.rowCount === undefined ? 10 : counts.rowCount}, 4,
         ${counts.updated === undefined ? 3 : counts.updated}, ${counts.updated === undefined ? 3 : counts.updated}, 2,
         ${counts.dupes === undefined ? 1 : counts.dupes}, 40, 'boom', now())
       returning id`;
     return (await t.call('GET', `/v1/contact-imports/${row!.id}`)).body;
   }
 
-  const always = ['addedCount', 'createdAt', 'duplicateContactStrategy', 'id', 'malformedCount', 'method', 'overwriteBrands', 'restoreDisabled', 'status'];
+  const always = [
+    'addedCount',
+    'createdAt',
+    'duplicateContactStrategy',
+    'id',
+    'malformedCount',
+    'method',
+    'overwriteBrands',
+    'restoreDisabled',
+    'status',
+  ];
   const counts = ['duplicateInFileCount', 'rowCount', 'skippedCount', 'updatedCount'];
   const expected: Record<string, string[]> = {
     'awaiting-upload': [],
@@ -365,13 +435,21 @@ describe('GET /v1/contact-imports/{importId}', () => {
       expect(body.status).toBe(status);
       if (status === 'importing') expect(body.percentComplete).toBe(40);
       if (status === 'failed') expect(body.failureReason).toBe('boom');
-      expect([body.rowCount, body.addedCount, body.updatedCount, body.skippedCount, body.malformedCount, body.duplicateInFileCount]).toEqual([10, 4, 3, 3, 2, 1]);
+      expect([
+        body.rowCount,
+        body.addedCount,
+        body.updatedCount,
+        body.skippedCount,
+        body.malformedCount,
+        body.duplicateInFileCount,
+      ]).toEqual([10, 4, 3, 3, 2, 1]);
     });
   }
 
   test('counts not known yet (rowCount, duplicateInFileCount) or never kept (updated/skipped) are absent', async () => {
     const body = await rowIn('importing', { rowCount: null, updated: null, dupes: null });
-    for (const k of ['rowCount', 'updatedCount', 'skippedCount', 'duplicateInFileCount']) expect(body).not.toHaveProperty(k);
+    for (const k of ['rowCount', 'updatedCount', 'skippedCount', 'duplicateInFileCount'])
+      expect(body).not.toHaveProperty(k);
     expect(body.percentComplete).toBe(40);
   });
 

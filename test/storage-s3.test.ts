@@ -18,7 +18,13 @@ let store: S3Store;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 's3rver-'));
-  server = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: join(dir, 's3'), configureBuckets: [{ name: BUCKET, configs: [] }] });
+  server = new S3rver({
+    address: '127.0.0.1',
+    port: 0,
+    silent: true,
+    directory: join(dir, 's3'),
+    configureBuckets: [{ name: BUCKET, configs: [] }],
+  });
   const { port } = (await server.run()) as unknown as { port: number };
   const config = loadConfig({
     DATA_DIR: dir,
@@ -49,10 +55,15 @@ describe('s3 driver', () => {
     expect(store.driver).toBe('s3');
   });
 
-  test('presigned PUT with fetch (no Authorization header, no checksum), then head, read with the ETag, remove', async () => {
+  test('presigned PUT with fetch (no Authorization, no checksum), then head, read with the ETag, remove', async () => {
     const key = 'contact-imports/acct/one.csv';
     const csv = 'Email\na@example.com\n';
-    const url = await store.presignUpload({ key, accountId: 'acct', importId: 'one', expiresAt: new Date(Date.now() + 3600_000) });
+    const url = await store.presignUpload({
+      key,
+      accountId: 'acct',
+      importId: 'one',
+      expiresAt: new Date(Date.now() + 3600_000),
+    });
     expect(url).toContain('X-Amz-Signature=');
     expect(url).toContain('X-Amz-Expires=3600');
     expect(url).not.toContain('x-amz-checksum');

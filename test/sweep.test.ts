@@ -28,9 +28,20 @@ let s3Env: Record<string, string>;
 
 beforeAll(async () => {
   dir = await mkdtemp(join(tmpdir(), 'sweep-'));
-  server = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory: join(dir, 's3'), configureBuckets: [{ name: 'imports', configs: [] }] });
+  server = new S3rver({
+    address: '127.0.0.1',
+    port: 0,
+    silent: true,
+    directory: join(dir, 's3'),
+    configureBuckets: [{ name: 'imports', configs: [] }],
+  });
   const { port } = (await server.run()) as unknown as { port: number };
-  s3Env = { S3_BUCKET: 'imports', S3_ENDPOINT: `http://127.0.0.1:${port}`, S3_ACCESS_KEY_ID: 'S3RVER', S3_SECRET_ACCESS_KEY: 'S3RVER' };
+  s3Env = {
+    S3_BUCKET: 'imports',
+    S3_ENDPOINT: `http://127.0.0.1:${port}`,
+    S3_ACCESS_KEY_ID: 'S3RVER',
+    S3_SECRET_ACCESS_KEY: 'S3RVER',
+  };
   const env = { DATA_DIR: dir, ...s3Env };
   storage = await createStore(loadConfig(env));
   t = await testApp({ storage }, env);
@@ -54,7 +65,8 @@ const run = () => sweep({ sql: t.db.sql, storage, queue });
 async function insert(status: string, hoursAgo: number, accountId?: string): Promise<string> {
   const account = accountId ?? (await createAccount(t.db.sql));
   const [row] = await t.db.sql<{ id: string }[]>`
-    insert into contact_imports (account_id, status, method, columns, duplicate_contact_strategy, updated_count, skipped_count, created_at)
+    insert into contact_imports (account_id, status, method, columns, duplicate_contact_strategy, updated_count,
+                                 skipped_count, created_at)
     values (${account}, ${status}, 'api', '{Email}', 'skip', 0, 0, now() - ${hoursAgo} * interval '1 hour')
     returning id`;
   return row!.id;
@@ -66,7 +78,7 @@ async function statusOf(id: string) {
 }
 
 describe('24 hours without a file', () => {
-  test('an import still awaiting its upload 24 hours after creation fails with a reason; younger ones stay', async () => {
+  test('an import awaiting its upload 24 hours after creation fails with a reason; younger ones stay', async () => {
     const old = await insert('awaiting-upload', 24.01);
     const young = await insert('awaiting-upload', 23.9);
     const uploadedLongAgo = await insert('uploaded', 30);
@@ -83,20 +95,28 @@ describe('24 hours without a file', () => {
 
   test('the failed import no longer blocks a new one', async () => {
     await insert('awaiting-upload', 25, t.accountId);
-    expect((await t.call('POST', '/v1/contact-imports', { body: { columns: ['Email'], duplicateContactStrategy: 'skip' } })).status).toBe(409);
+    expect(
+      (await t.call('POST', '/v1/contact-imports', { body: { columns: ['Email'], duplicateContactStrategy: 'skip' } }))
+        .status,
+    ).toBe(409);
     await run();
-    expect((await t.call('POST', '/v1/contact-imports', { body: { columns: ['Email'], duplicateContactStrategy: 'skip' } })).status).toBe(201);
+    expect(
+      (await t.call('POST', '/v1/contact-imports', { body: { columns: ['Email'], duplicateContactStrategy: 'skip' } }))
+        .status,
+    ).toBe(201);
   });
 });
 
 describe('S3 arrivals', () => {
   async function createImport(): Promise<{ id: string; uploadUrl: string }> {
-    const res = await t.call('POST', '/v1/contact-imports', { body: { columns: ['Email'], duplicateContactStrategy: 'skip' } });
+    const res = await t.call('POST', '/v1/contact-imports', {
+      body: { columns: ['Email'], duplicateContactStrategy: 'skip' },
+    });
     expect(res.status).toBe(201);
     return res.body;
   }
 
-  test('a file PUT to the presigned link is found by the sweep: uploaded with its ETag and size, enqueued', async () => {
+  test('a file PUT to the presigned link is found by the sweep: uploaded with ETag and size, enqueued', async () => {
     const { id, uploadUrl } = await createImport();
     expect(uploadUrl).toContain('X-Amz-Signature=');
     expect((await run()).arrived).toEqual([]);
@@ -116,7 +136,7 @@ describe('S3 arrivals', () => {
     expect((await run()).arrived).toEqual([]);
   });
 
-  test('a file that arrives after the 24 hours is not imported: the import fails and the object is dropped', async () => {
+  test('a file arriving after the 24 hours is not imported: the import fails and the object is dropped', async () => {
     const { id, uploadUrl } = await createImport();
     expect((await fetch(uploadUrl, { method: 'PUT', body: 'Email\nlate@example.com\n' })).status).toBe(200);
     await t.db.sql`update contact_imports set created_at = now() - interval '25 hours' where id = ${id}`;
@@ -141,7 +161,11 @@ describe('re-enqueueing open imports Redis lost', () => {
     await insert('success', 1);
     await insert('failed', 1);
     expect((await run()).requeued.sort()).toEqual([uploaded, importing].sort());
-    for (const id of [uploaded, importing]) expect((await queue.queue.getJob(id))?.data).toEqual({ accountId: (await statusOf(id)).account_id, importId: id });
+    for (const id of [uploaded, importing])
+      expect((await queue.queue.getJob(id))?.data).toEqual({
+        accountId: (await statusOf(id)).account_id,
+        importId: id,
+      });
     expect(await queue.queue.getJobCounts('wait')).toEqual({ wait: 2 });
     expect((await run()).requeued).toEqual([]);
   });
@@ -159,7 +183,11 @@ describe('re-enqueueing open imports Redis lost', () => {
       { connection: redisConnection(t.db.redisUrl), prefix: PREFIX },
     );
     try {
-      await waitFor(async () => (await queue.queue.getJobCounts('failed', 'completed')).failed === 1 && (await queue.queue.getJobCounts('completed')).completed === 1);
+      await waitFor(
+        async () =>
+          (await queue.queue.getJobCounts('failed', 'completed')).failed === 1 &&
+          (await queue.queue.getJobCounts('completed')).completed === 1,
+      );
     } finally {
       await worker.close();
     }
@@ -184,22 +212,28 @@ describe('re-enqueueing open imports Redis lost', () => {
 });
 
 describe('schema-change holds without an owner', () => {
-  test('a hold a minute past its estimate (its admin CLI died mid-change) is removed, and writes are taken again; a live one stays', async () => {
-    const accountId = await createAccount(t.db.sql);
-    const [stale] = await t.db.sql<{ id: string }[]>`
+  test(
+    'a hold a minute past its estimate (its admin CLI died mid-change) is removed, ' +
+      'and writes are taken again; a live one stays',
+    async () => {
+      const accountId = await createAccount(t.db.sql);
+      const [stale] = await t.db.sql<{ id: string }[]>`
       insert into bulk_operations (account_id, id, kind, estimated_end)
       values (${accountId}, gen_random_uuid(), 'schema-change', now() - interval '2 minutes') returning id`;
-    const [live] = await t.db.sql<{ id: string }[]>`
+      const [live] = await t.db.sql<{ id: string }[]>`
       insert into bulk_operations (account_id, id, kind, estimated_end)
       values (${accountId}, gen_random_uuid(), 'schema-change', now() + interval '5 seconds') returning id`;
-    const [importing] = await t.db.sql<{ id: string }[]>`
+      const [importing] = await t.db.sql<{ id: string }[]>`
       insert into bulk_operations (account_id, id, kind, estimated_end)
       values (${accountId}, gen_random_uuid(), 'contact-import', now() - interval '2 minutes') returning id`;
-    expect((await run()).released).toEqual([stale!.id]);
-    const left = await t.db.sql<{ id: string }[]>`select id from bulk_operations where account_id = ${accountId} order by id`;
-    expect(left.map((r) => r.id).sort()).toEqual([live!.id, importing!.id].sort());
-    await t.db.sql`delete from bulk_operations where account_id = ${accountId}`;
-  });
+      expect((await run()).released).toEqual([stale!.id]);
+      const left = await t.db.sql<
+        { id: string }[]
+      >`select id from bulk_operations where account_id = ${accountId} order by id`;
+      expect(left.map((r) => r.id).sort()).toEqual([live!.id, importing!.id].sort());
+      await t.db.sql`delete from bulk_operations where account_id = ${accountId}`;
+    },
+  );
 });
 
 describe('the worker process', () => {
@@ -209,16 +243,30 @@ describe('the worker process', () => {
     redis.pathname = '/7';
     const worker = Bun.spawn([process.execPath, 'worker/index.ts'], {
       cwd: join(import.meta.dir, '..'),
-      env: { ...process.env, ...s3Env, DATABASE_URL: t.db.url, REDIS_URL: redis.toString(), DATA_DIR: dir, LOG_LEVEL: 'warn' },
+      env: {
+        ...process.env,
+        ...s3Env,
+        DATABASE_URL: t.db.url,
+        REDIS_URL: redis.toString(),
+        DATA_DIR: dir,
+        LOG_LEVEL: 'warn',
+      },
       stdout: 'ignore',
       stderr: 'inherit',
     });
     try {
-      const res = await t.call('POST', '/v1/contact-imports', { body: { columns: ['Email'], duplicateContactStrategy: 'skip' } });
+      const res = await t.call('POST', '/v1/contact-imports', {
+        body: { columns: ['Email'], duplicateContactStrategy: 'skip' },
+      });
       expect(res.status).toBe(201);
-      expect((await fetch(res.body.uploadUrl, { method: 'PUT', body: 'Email\nworker@example.com\n' })).status).toBe(200);
+      expect((await fetch(res.body.uploadUrl, { method: 'PUT', body: 'Email\nworker@example.com\n' })).status).toBe(
+        200,
+      );
       await waitFor(async () => (await statusOf(res.body.id)).status === 'success', 30_000);
-      expect((await t.call('GET', `/v1/contact-imports/${res.body.id}`)).body).toMatchObject({ status: 'success', addedCount: 1 });
+      expect((await t.call('GET', `/v1/contact-imports/${res.body.id}`)).body).toMatchObject({
+        status: 'success',
+        addedCount: 1,
+      });
     } finally {
       worker.kill('SIGTERM');
     }

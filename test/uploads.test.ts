@@ -45,15 +45,19 @@ beforeEach(async () => {
 
 /** A fresh import of the test account and its upload link. */
 async function newImport(): Promise<{ id: string; url: string }> {
-  const res = await t.call('POST', '/v1/contact-imports', { body: { columns: ['Email'], duplicateContactStrategy: 'overwrite' } });
+  const res = await t.call('POST', '/v1/contact-imports', {
+    body: { columns: ['Email'], duplicateContactStrategy: 'overwrite' },
+  });
   expect(res.status).toBe(201);
   return { id: res.body.id, url: res.body.uploadUrl };
 }
 
-const PUT = (url: string, body: RequestInit['body'], headers: Record<string, string> = {}) => put(new Request(url, { method: 'PUT', body, headers }));
+const PUT = (url: string, body: RequestInit['body'], headers: Record<string, string> = {}) =>
+  put(new Request(url, { method: 'PUT', body, headers }));
 
 async function row(id: string) {
-  const [r] = await t.db.sql`select status, object_key, object_etag, object_size, uploaded_at from contact_imports where id = ${id}`;
+  const [r] = await t.db
+    .sql`select status, object_key, object_etag, object_size, uploaded_at from contact_imports where id = ${id}`;
   return r!;
 }
 
@@ -72,7 +76,9 @@ async function readAll(id: string, etag?: string): Promise<string> {
 }
 
 async function leftovers(id: string): Promise<string[]> {
-  return (await readdir(join(dir, 'objects', `${importObjectKey(t.accountId, id)}.v`)).catch(() => [] as string[])).filter((n) => n.startsWith('.tmp-'));
+  return (
+    await readdir(join(dir, 'objects', `${importObjectKey(t.accountId, id)}.v`)).catch(() => [] as string[])
+  ).filter((n) => n.startsWith('.tmp-'));
 }
 
 describe('PUT /uploads/<token>: a valid upload', () => {
@@ -126,7 +132,11 @@ describe('PUT /uploads/<token>: a valid upload', () => {
 
   test('an upload that starts before the link expires completes after it (spec: however slow)', async () => {
     const { id } = await newImport();
-    const token = store.tokens.sign({ accountId: t.accountId, importId: id, expiresAt: Math.floor(Date.now() / 1000) + 1 });
+    const token = store.tokens.sign({
+      accountId: t.accountId,
+      importId: id,
+      expiresAt: Math.floor(Date.now() / 1000) + 1,
+    });
     const body = new ReadableStream<Uint8Array>({
       async start(c) {
         c.enqueue(new TextEncoder().encode('Email\n'));
@@ -197,7 +207,11 @@ describe('PUT /uploads/<token>: refusals', () => {
 
   test('an expired link is 403 "Request has expired"', async () => {
     const { id } = await newImport();
-    const token = store.tokens.sign({ accountId: t.accountId, importId: id, expiresAt: Math.floor(Date.now() / 1000) - 1 });
+    const token = store.tokens.sign({
+      accountId: t.accountId,
+      importId: id,
+      expiresAt: Math.floor(Date.now() / 1000) - 1,
+    });
     await expectXml(await PUT(`http://api.test/uploads/${token}`, CSV), 403, 'AccessDenied', 'Request has expired');
     expect((await row(id)).status).toBe('awaiting-upload');
   });
@@ -206,15 +220,29 @@ describe('PUT /uploads/<token>: refusals', () => {
     const { id, url } = await newImport();
     const token = url.split('/uploads/')[1]!;
     const [payload, sig] = token.split('.') as [string, string];
-    const otherImport = Buffer.from(`${t.accountId}.00000000-0000-4000-8000-000000000000.${Math.floor(Date.now() / 1000) + 3600}`).toString('base64url');
-    const foreign = new UploadTokens(Buffer.from('another secret')).sign({ accountId: t.accountId, importId: id, expiresAt: Math.floor(Date.now() / 1000) + 3600 });
-    for (const bad of [`${otherImport}.${sig}`, `${payload}.${sig.slice(0, -2)}AA`, foreign, payload, 'x.y', '', `${payload}.${sig}.x`]) {
+    const otherImport = Buffer.from(
+      `${t.accountId}.00000000-0000-4000-8000-000000000000.${Math.floor(Date.now() / 1000) + 3600}`,
+    ).toString('base64url');
+    const foreign = new UploadTokens(Buffer.from('another secret')).sign({
+      accountId: t.accountId,
+      importId: id,
+      expiresAt: Math.floor(Date.now() / 1000) + 3600,
+    });
+    for (const bad of [
+      `${otherImport}.${sig}`,
+      `${payload}.${sig.slice(0, -2)}AA`,
+      foreign,
+      payload,
+      'x.y',
+      '',
+      `${payload}.${sig}.x`,
+    ]) {
       await expectXml(await PUT(`http://api.test/uploads/${bad}`, CSV), 403, 'AccessDenied');
     }
     expect((await row(id)).status).toBe('awaiting-upload');
   });
 
-  test('a token has one spelling: a twin MAC character, padding or a padded payload is refused like a forgery', async () => {
+  test('a token has one spelling: a twin MAC character, padding or a padded payload is refused as forged', async () => {
     const { id, url } = await newImport();
     const token = url.split('/uploads/')[1]!;
     const [payload, sig] = token.split('.') as [string, string];
@@ -222,7 +250,8 @@ describe('PUT /uploads/<token>: refusals', () => {
     const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
     const at = alphabet.indexOf(sig.at(-1)!);
     const twins = [1, 2, 3].map((d) => `${payload}.${sig.slice(0, -1)}${alphabet[at - (at % 4) + ((at + d) % 4)]}`);
-    for (const twin of twins) expect(Buffer.from(twin.split('.')[1]!, 'base64url')).toEqual(Buffer.from(sig, 'base64url'));
+    for (const twin of twins)
+      expect(Buffer.from(twin.split('.')[1]!, 'base64url')).toEqual(Buffer.from(sig, 'base64url'));
     for (const bad of [...twins, `${token}=`, `${token}==`, `${payload}=.${sig}`, `${payload}==.${sig}`]) {
       expect(store.tokens.verify(bad)).toBeUndefined();
       await expectXml(await PUT(`http://api.test/uploads/${bad}`, CSV), 403, 'AccessDenied');
@@ -271,7 +300,8 @@ describe('with the worker pipeline (runImport)', () => {
     await runImport({ sql: t.db.sql, storage: store, config: t.deps.config }, t.accountId, id);
     const got = (await t.call('GET', `/v1/contact-imports/${id}`)).body;
     expect(got).toMatchObject({ status: 'success', rowCount: 1, addedCount: 1 });
-    const emails = await t.db.sql`select email from contacts where account_id = ${t.accountId} and first_import_id = ${id}`;
+    const emails = await t.db
+      .sql`select email from contacts where account_id = ${t.accountId} and first_import_id = ${id}`;
     expect(emails.map((e) => e.email)).toEqual(['second@example.com']);
     await expectXml(await PUT(url, 'Email\nthird@example.com\n'), 403, 'AccessDenied');
   });

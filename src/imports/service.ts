@@ -49,7 +49,8 @@ export async function createImport(sql: Sql, storage: ObjectStore, accountId: st
 async function unknownBrands(sql: Sql, accountId: string, ids: string[]): Promise<FieldError[]> {
   if (!ids.length) return [];
   const rows = await sql<{ id: string }[]>`
-    select id from brands where account_id = ${accountId} and id = any(${sql.array(ids)}::uuid[]) and deleted_at is null`;
+    select id from brands
+    where account_id = ${accountId} and id = any(${sql.array(ids)}::uuid[]) and deleted_at is null`;
   const known = new Set(rows.map((r) => r.id));
   const unknown = ids.filter((id) => !known.has(id));
   if (!unknown.length) return [];
@@ -64,12 +65,19 @@ async function openImportConflict(sql: Sql, accountId: string, cause: unknown) {
   // The open import may have finished since the insert failed: then a retry can go at once.
   const seconds = open ? retryAfterSeconds(open, open.now) : 1;
   const what = open ? `Contact import ${open.id} is ${open.status}` : 'Another contact import was open';
-  return new ApiError('operation_in_progress', `${what}; only one contact import may be open per account.`, undefined, seconds, { cause });
+  return new ApiError(
+    'operation_in_progress',
+    `${what}; only one contact import may be open per account.`,
+    undefined,
+    seconds,
+    { cause },
+  );
 }
 
 export async function getImport(sql: Sql, accountId: string, importId: string) {
   const [row] = await sql<ImportRow[]>`
-    select ${sql(IMPORT_COLUMNS as unknown as string[])} from contact_imports where account_id = ${accountId} and id = ${importId}`;
+    select ${sql(IMPORT_COLUMNS as unknown as string[])} from contact_imports
+    where account_id = ${accountId} and id = ${importId}`;
   if (!row) throw notFound(`No contact import ${importId} in this account.`);
   return toImport(row);
 }

@@ -5,7 +5,9 @@ const escape = (s: string) => s.replace(/[<>&'"]/g, (c) => `&#${c.charCodeAt(0)}
  * way. These are not problem+json: the upload link is the object store's interface, not /v1's.
  */
 export function s3Error(status: number, code: string, message: string, headers: Record<string, string> = {}): Response {
-  const body = `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>${escape(code)}</Code><Message>${escape(message)}</Message></Error>`;
+  const body =
+    '<?xml version="1.0" encoding="UTF-8"?>\n' +
+    `<Error><Code>${escape(code)}</Code><Message>${escape(message)}</Message></Error>`;
   return new Response(body, { status, headers: { 'content-type': 'application/xml', ...headers } });
 }
 

@@ -73,7 +73,10 @@ export async function faultBed(env: Record<string, string> = {}): Promise<FaultB
   const databaseUrl = pg.url;
   const pgDir = join(dataDir, 'postgres');
   // postmaster.opts' first word is the server binary; pg_ctl sits beside it.
-  const pgCtl = join(dirname((await readFile(join(pgDir, 'postmaster.opts'), 'utf8')).split(' ')[0]!.replaceAll('"', '')), 'pg_ctl');
+  const pgCtl = join(
+    dirname((await readFile(join(pgDir, 'postmaster.opts'), 'utf8')).split(' ')[0]!.replaceAll('"', '')),
+    'pg_ctl',
+  );
   const sql = connect(databaseUrl, 4);
   await migrate(sql);
 
@@ -86,11 +89,26 @@ export async function faultBed(env: Record<string, string> = {}): Promise<FaultB
   };
   const startRedis = async () => {
     const fd = openSync(join(dataDir, 'redis.log'), 'a');
-    redis = Bun.spawn(['redis-server', '--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dataDir], {
-      stdin: 'ignore',
-      stdout: fd,
-      stderr: fd,
-    });
+    redis = Bun.spawn(
+      [
+        'redis-server',
+        '--port',
+        String(redisPort),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dataDir,
+      ],
+      {
+        stdin: 'ignore',
+        stdout: fd,
+        stderr: fd,
+      },
+    );
     closeSync(fd);
     await waitFor('redis-server', redisPing);
   };
@@ -131,7 +149,13 @@ export async function faultBed(env: Record<string, string> = {}): Promise<FaultB
         childEnv.PUBLIC_URL ??= url;
       }
       const fd = openSync(log, 'a');
-      const proc = Bun.spawn([process.execPath, join(ROOT, ENTRIES[role])], { cwd: ROOT, env: childEnv, stdin: 'ignore', stdout: fd, stderr: fd });
+      const proc = Bun.spawn([process.execPath, join(ROOT, ENTRIES[role])], {
+        cwd: ROOT,
+        env: childEnv,
+        stdin: 'ignore',
+        stdout: fd,
+        stderr: fd,
+      });
       closeSync(fd);
       const child: Child = { name, proc, log, ...(url && { url }) };
       children.push(child);
@@ -144,7 +168,9 @@ export async function faultBed(env: Record<string, string> = {}): Promise<FaultB
     },
     async restartPostgres() {
       // -l: without a log file the new server would hold our stdout pipe open forever.
-      await run(asPostgres([pgCtl, 'restart', '-D', pgDir, '-l', join(pgDir, 'log'), '-m', 'immediate', '-w', '-t', '120']));
+      await run(
+        asPostgres([pgCtl, 'restart', '-D', pgDir, '-l', join(pgDir, 'log'), '-m', 'immediate', '-w', '-t', '120']),
+      );
     },
     async killRedis() {
       redis?.kill('SIGKILL');
@@ -175,20 +201,27 @@ export async function faultBed(env: Record<string, string> = {}): Promise<FaultB
 export async function contactsChecksum(sql: Sql, accountId: string): Promise<{ count: number; checksum: string }> {
   const [row] = await sql<{ count: number; checksum: string }[]>`
     select count(*)::int as count,
-           coalesce(md5(string_agg(email || '|' || attributes::text || '|' || brand_ids::text || '|' || enabled::text, E'\n' order by email_md5)), '') as checksum
+           coalesce(md5(string_agg(email || '|' || attributes::text || '|' || brand_ids::text || '|' || enabled::text,
+                                   E'\n' order by email_md5)), '') as checksum
     from contacts where account_id = ${accountId}::uuid`;
   return row!;
 }
 
 /** Polls an import until it is `success` or `failed`, or `ms` pass. */
-export async function waitForImportEnd(sql: Sql, accountId: string, importId: string, ms = 60_000): Promise<Record<string, unknown>> {
+export async function waitForImportEnd(
+  sql: Sql,
+  accountId: string,
+  importId: string,
+  ms = 60_000,
+): Promise<Record<string, unknown>> {
   let last: Record<string, unknown> | undefined;
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
     [last] = await sql<Record<string, unknown>[]>`
-      select status, phase, checkpoint, row_count as "rowCount", added_count as "addedCount", updated_count as "updatedCount",
-             skipped_count as "skippedCount", malformed_count as "malformedCount", duplicate_in_file_count as "duplicateInFileCount",
-             failure_reason as "failureReason", percent_complete as "percentComplete"
+      select status, phase, checkpoint, row_count as "rowCount", added_count as "addedCount",
+             updated_count as "updatedCount", skipped_count as "skippedCount", malformed_count as "malformedCount",
+             duplicate_in_file_count as "duplicateInFileCount", failure_reason as "failureReason",
+             percent_complete as "percentComplete"
       from contact_imports where account_id = ${accountId}::uuid and id = ${importId}::uuid`.catch(() => [undefined]);
     if (last?.status === 'success' || last?.status === 'failed') return last;
     await Bun.sleep(200);

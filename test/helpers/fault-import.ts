@@ -43,7 +43,11 @@ export async function faultAccount(sql: Sql): Promise<string> {
 export async function stageFaultImport(bed: FaultBed, csv: string): Promise<{ accountId: string; importId: string }> {
   const accountId = await faultAccount(bed.sql);
   const store = new LocalStore(bed.storeDir, 'http://localhost:0', new UploadTokens(randomBytes(32)));
-  const importId = await stageImport(bed.sql, store, accountId, csv, { columns: ['Email', 'n'], strategy: 'overwrite', restoreDisabled: true });
+  const importId = await stageImport(bed.sql, store, accountId, csv, {
+    columns: ['Email', 'n'],
+    strategy: 'overwrite',
+    restoreDisabled: true,
+  });
   return { accountId, importId };
 }
 
@@ -71,11 +75,14 @@ export interface Progress {
 
 export async function progress(sql: Sql, importId: string): Promise<Progress> {
   const [row] = await sql<Omit<Progress, 'staged'>[]>`
-    select status, phase, checkpoint::int as checkpoint, row_count::int as "rowCount", attempts, clock_timestamp() as at, updated_at as "updatedAt"
+    select status, phase, checkpoint::int as checkpoint, row_count::int as "rowCount", attempts,
+           clock_timestamp() as at, updated_at as "updatedAt"
     from contact_imports where id = ${importId}`;
   let staged = 0;
   try {
-    const [r] = await sql.unsafe<{ n: number }[]>(`select count(*)::int as n from import_rows_${importId.replaceAll('-', '')}`);
+    const [r] = await sql.unsafe<{ n: number }[]>(
+      `select count(*)::int as n from import_rows_${importId.replaceAll('-', '')}`,
+    );
     staged = r!.n;
   } catch {
     // not created yet, or dropped
@@ -108,10 +115,14 @@ export function midPhase(sql: Sql, importId: string, phase: 'read' | 'merge'): P
  * checkpoint), or it ended.
  */
 export async function movingAgain(sql: Sql, importId: string, since: Date, ms = 60_000): Promise<number> {
-  const p = await until('the import to move again', async () => {
-    const now = await progress(sql, importId);
-    return now.updatedAt > since || now.status === 'success' || now.status === 'failed' ? now : undefined;
-  }, ms);
+  const p = await until(
+    'the import to move again',
+    async () => {
+      const now = await progress(sql, importId);
+      return now.updatedAt > since || now.status === 'success' || now.status === 'failed' ? now : undefined;
+    },
+    ms,
+  );
   return Math.max(0, p.updatedAt.getTime() - since.getTime());
 }
 
@@ -123,8 +134,27 @@ export async function dbNow(sql: Sql): Promise<Date> {
 /** What the tests compare with an uninterrupted run: the import's counts and every contact. */
 export async function outcome(sql: Sql, accountId: string, importId: string, ms = 60_000) {
   const end = await waitForImportEnd(sql, accountId, importId, ms);
-  const { status, rowCount, addedCount, updatedCount, skippedCount, malformedCount, duplicateInFileCount, failureReason } = end;
-  return { status, rowCount, addedCount, updatedCount, skippedCount, malformedCount, duplicateInFileCount, failureReason, contacts: await contactsChecksum(sql, accountId) };
+  const {
+    status,
+    rowCount,
+    addedCount,
+    updatedCount,
+    skippedCount,
+    malformedCount,
+    duplicateInFileCount,
+    failureReason,
+  } = end;
+  return {
+    status,
+    rowCount,
+    addedCount,
+    updatedCount,
+    skippedCount,
+    malformedCount,
+    duplicateInFileCount,
+    failureReason,
+    contacts: await contactsChecksum(sql, accountId),
+  };
 }
 
 /** The worker process (a fault bed child) holding the import's PostgreSQL session lock, by its APP_NAME. */
@@ -133,13 +163,17 @@ export async function runningOn(sql: Sql, importId: string): Promise<string | un
     select a.application_name as app
     from pg_locks l join pg_stat_activity a on a.pid = l.pid
     where l.locktype = 'advisory' and l.granted and l.objsubid = 1
-      and ((l.classid::int8 << 32) | l.objid::int8) = hashtextextended(${`contact-import:${importId.toLowerCase()}`}, 0)`;
+      and ((l.classid::int8 << 32) | l.objid::int8)
+          = hashtextextended(${`contact-import:${importId.toLowerCase()}`}, 0)`;
   return row?.app;
 }
 
 export type Outcome = Awaited<ReturnType<typeof outcome>>;
 
-/** The uninterrupted run every faulted one must equal: the file imported by a worker started for it (and killed after). */
+/**
+ * The uninterrupted run every faulted one must equal: the file imported by a worker started for it (and killed
+ * after).
+ */
 export async function referenceRun(bed: FaultBed, csv: string): Promise<Outcome> {
   const { accountId, importId } = await stageFaultImport(bed, csv);
   const worker = await bed.start('worker', { APP_NAME: 'reference' });

@@ -31,7 +31,8 @@ export async function loadBrands(sql: Sql, accountId: string): Promise<BrandInde
 /**
  * Why the header row does not match the declared columns, or undefined when it does. Names are
  * compared ignoring case and surrounding whitespace; the reason names the first mismatch.
- * @example headerMismatch(['email', 'foo'], [{ name: 'Email', type: 'identity' }, { name: 'lastName', type: 'string' }])
+ * @example
+ * headerMismatch(['email', 'foo'], [{ name: 'Email', type: 'identity' }, { name: 'lastName', type: 'string' }])
  * // 'Header column 2 is "foo", expected "lastName".'
  */
 export function headerMismatch(header: readonly string[], columns: readonly Column[]): string | undefined {
@@ -43,7 +44,8 @@ export function headerMismatch(header: readonly string[], columns: readonly Colu
     const want = columns[i]?.name;
     if (cell !== undefined && want !== undefined && cell.toLowerCase() === want.toLowerCase()) continue;
     if (got === undefined) return `Header column ${i + 1} is missing, expected "${want}".`;
-    if (want === undefined) return `Header column ${i + 1} is "${got}", but only ${columns.length} columns were declared.`;
+    if (want === undefined)
+      return `Header column ${i + 1} is "${got}", but only ${columns.length} columns were declared.`;
     return `Header column ${i + 1} is "${got}", expected "${want}".`;
   }
   return undefined;

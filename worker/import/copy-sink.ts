@@ -125,7 +125,8 @@ export class CopySink {
 
   private async open(): Promise<Writable> {
     const w = await this.conn`
-      copy ${this.conn(this.table)} (row_no, email_md5, email, attributes, brand_ids, attribute_count) from stdin`.writable();
+      copy ${this.conn(this.table)} (row_no, email_md5, email, attributes, brand_ids, attribute_count)
+      from stdin`.writable();
     // Errors surface through write/drain/finished; this keeps a late one from going unhandled.
     w.on('error', () => {});
     return w;

@@ -56,7 +56,8 @@ export async function importCommand(
     throw new AdminError(`the file's header does not fit the contact schema: ${errors.map((e) => e.detail).join(' ')}`);
   if (brandIds.length) {
     const found = await sql<{ id: string }[]>`
-      select id::text as id from brands where account_id = ${accountId} and id = any(${sql.array(brandIds)}::uuid[]) and deleted_at is null`;
+      select id::text as id from brands
+      where account_id = ${accountId} and id = any(${sql.array(brandIds)}::uuid[]) and deleted_at is null`;
     const missing = brandIds.filter((id) => !found.some((f) => f.id === id));
     if (missing.length) throw new AdminError(`no brand ${missing.join(', ')} in account ${accountId}`);
   }
@@ -140,7 +141,8 @@ async function readHeader(path: string): Promise<string[]> {
 export const importCommands: Record<string, Command> = {
   import: {
     usage:
-      'import --account ID --file PATH --strategy overwrite|keep|skip [--brand ID]… [--overwrite-brands] [--restore-disabled] [--no-events]',
+      'import --account ID --file PATH --strategy overwrite|keep|skip [--brand ID]… ' +
+      '[--overwrite-brands] [--restore-disabled] [--no-events]',
     prepare(argv) {
       const flags = parseFlags(argv, {
         account: { kind: 'string', required: true },
