@@ -86,10 +86,10 @@ export function readNumber(cell: string): string | undefined {
 function readNumberSlow(cell: string): string | undefined {
   let i = cell.charCodeAt(0) === 0x2b || cell.charCodeAt(0) === 0x2d ? 1 : 0;
   let digits = 0;
-  while (i < cell.length && isDigit(cell.charCodeAt(i))) i++, digits++;
+  for (; i < cell.length && isDigit(cell.charCodeAt(i)); i++) digits++;
   if (cell.charCodeAt(i) === 0x2e /* . */) {
     i++;
-    while (i < cell.length && isDigit(cell.charCodeAt(i))) i++, digits++;
+    for (; i < cell.length && isDigit(cell.charCodeAt(i)); i++) digits++;
   }
   if (digits === 0) return undefined;
   if ((cell.charCodeAt(i) | 0x20) === 0x65 /* e or E */) {
@@ -110,7 +110,8 @@ function isDigit(c: number): boolean {
 
 // Characters allowed in the local part by the HTML living standard's rule (src/contacts/email.ts).
 const LOCAL_CHAR = new Uint8Array(128);
-for (const c of "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.!#$%&'*+/=?^_`{|}~-") LOCAL_CHAR[c.charCodeAt(0)] = 1;
+for (const c of "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.!#$%&'*+/=?^_`{|}~-")
+  LOCAL_CHAR[c.charCodeAt(0)] = 1;
 
 function isAlnum(c: number): boolean {
   return (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || (c >= 0x30 && c <= 0x39);
@@ -269,23 +270,29 @@ const NOT_OF_TYPE_TEXT: Record<AttributeType, string> = {
 /** Why readText refused a value of attribute `name`, in words. */
 function refusalText(why: Refusal, type: AttributeType, name: string): string {
   if (why === NOT_STORABLE) return `Attribute ${name} contains a NUL character or invalid Unicode.`;
-  if (why === TOO_LONG) return type === 'array' ? `An entry of attribute ${name} is longer than ${MAX_CELL} characters.` : `Attribute ${name} holds at most ${MAX_CELL} characters.`;
+  if (why === TOO_LONG)
+    return type === 'array'
+      ? `An entry of attribute ${name} is longer than ${MAX_CELL} characters.`
+      : `Attribute ${name} holds at most ${MAX_CELL} characters.`;
   return `Attribute ${name} ${NOT_OF_TYPE_TEXT[type]}.`;
 }
 
 /** Text of a request value where text is taken: numbers and booleans read as their canonical text. */
-const textOf = (raw: unknown) => (typeof raw === 'number' || typeof raw === 'boolean' ? String(raw) : typeof raw === 'string' ? raw : undefined);
+const textOf = (raw: unknown) =>
+  typeof raw === 'number' || typeof raw === 'boolean' ? String(raw) : typeof raw === 'string' ? raw : undefined;
 
 /**
  * Reads one value as its attribute's type: a request's native JSON value, or any text through
  * readText. `name` is only for the error text.
  * @example readAttributeValue('boolean', ' Yes ', 'vip', 'cell') // { value: true }
- * @example readAttributeValue('boolean', '__proto__', 'vip', 'request') // { error: 'Attribute vip takes true or false.' }
+ * @example readAttributeValue('boolean', '__proto__', 'vip', 'request')
+ *   // { error: 'Attribute vip takes true or false.' }
  */
 export function readAttributeValue(type: AttributeType, raw: unknown, name: string, from: ValueSource): ReadValue {
   if (from === 'request') {
     if (type === 'boolean' && typeof raw === 'boolean') return { value: raw };
-    if (type === 'number' && typeof raw === 'number') return Number.isFinite(raw) ? { value: raw } : { error: refusalText(NOT_OF_TYPE, type, name) };
+    if (type === 'number' && typeof raw === 'number')
+      return Number.isFinite(raw) ? { value: raw } : { error: refusalText(NOT_OF_TYPE, type, name) };
     if (type === 'array' && Array.isArray(raw)) return readEntries(raw, name);
   }
   const text = type === 'string' && from === 'request' ? textOf(raw) : typeof raw === 'string' ? raw : undefined;
@@ -306,7 +313,8 @@ function readEntries(entries: readonly unknown[], name: string): ReadValue {
     if (raw === undefined) return { error: `Entry ${i} of attribute ${name} must be text.` };
     const text = raw.trim();
     const json = readText('string', text, 'request');
-    if (json === NOT_STORABLE) return { error: `Entry ${i} of attribute ${name} contains a NUL character or invalid Unicode.` };
+    if (json === NOT_STORABLE)
+      return { error: `Entry ${i} of attribute ${name} contains a NUL character or invalid Unicode.` };
     if (json === TOO_LONG) return { error: `Entry ${i} of attribute ${name} is longer than ${MAX_CELL} characters.` };
     if (json !== NOT_SENT) list.push(text);
   }
