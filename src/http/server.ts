@@ -8,6 +8,8 @@ import { fromFramework } from './framework-errors';
 import { errorFields, log, logRequest } from '../log';
 import { problemResponse } from './problem';
 import { appRequestOf } from './app-request';
+import { apiMetrics, type ApiMetrics } from '../metrics/api';
+import { exposition } from '../metrics/registry';
 
 /** Where to listen; the configured PORT and HOST unless given (tests listen on port 0). */
 export interface Listen {
@@ -16,6 +18,12 @@ export interface Listen {
 }
 
 const UPLOADS = '/uploads/';
+/**
+ * Prometheus's scrape target, outside /v1 and without a key like /healthz: it holds counts by route
+ * template, status and state, never an id, key or email. Served here, before the app, so it is no
+ * operation of the OpenAPI document. Keep it off the public edge if its figures are not for clients.
+ */
+const METRICS = '/metrics';
 
 /**
  * The API's HTTP server: src/index.ts runs it, and the edge tests start it exactly so. Whatever the
@@ -25,6 +33,7 @@ const UPLOADS = '/uploads/';
 export function serveApi(
   deps: Deps,
   listen: Listen = { port: deps.config.port, hostname: deps.config.host },
+  metrics: ApiMetrics = apiMetrics(deps),
 ): Server<undefined> {
   const app = buildApp(deps);
   // The local store's upload link, `/uploads/<token>`.
@@ -40,13 +49,19 @@ export function serveApi(
     );
   }
 
-  async function answer(request: Request): Promise<{ response: Response; appRequest?: Request; path: string }> {
+  /** The response, and the route when it is not the app's (which records its own in the request's facts). */
+  async function answer(
+    request: Request,
+  ): Promise<{ response: Response; appRequest?: Request; path: string; route?: string }> {
     const appRequest = appRequestOf(request);
     if (!appRequest)
       return { response: problemResponse(fromFramework('NOT_FOUND', undefined)!, docsUrl), path: 'unmatched' };
     const path = new URL(appRequest.url).pathname;
-    const response = path.startsWith(UPLOADS) ? await uploads(appRequest) : await app.handle(appRequest);
-    return { response, appRequest, path };
+    if (path === METRICS && (request.method === 'GET' || request.method === 'HEAD'))
+      return { response: await exposition(metrics.registry), path, route: METRICS };
+    if (path.startsWith(UPLOADS))
+      return { response: await uploads(appRequest), appRequest, path, route: '/uploads/:token' };
+    return { response: await app.handle(appRequest), appRequest, path };
   }
 
   return Bun.serve({
@@ -68,18 +83,21 @@ export function serveApi(
         path = answered.path;
         const facts = answered.appRequest && factsOf(answered.appRequest);
         if (facts) requestId = facts.id;
-        route = facts?.route ?? (path.startsWith(UPLOADS) ? '/uploads/:token' : 'unmatched');
+        route = facts?.route ?? answered.route ?? 'unmatched';
       } catch (error) {
         response = hidden(error, requestId);
       }
       response.headers.set('x-request-id', requestId);
-      if (path !== '/healthz' && path !== '/readyz') {
+      const ms = performance.now() - started;
+      // The same route and status as the log line: a template, never the raw path.
+      metrics.http.observe(request.method, route, response.status, ms / 1000);
+      if (path !== '/healthz' && path !== '/readyz' && route !== METRICS) {
         logRequest({
           requestId,
           method: request.method,
           route,
           status: response.status,
-          durationMs: Math.round((performance.now() - started) * 100) / 100,
+          durationMs: Math.round(ms * 100) / 100,
         });
       }
       return response;

@@ -2,6 +2,7 @@ import type { Config } from '../../src/config';
 import type { Sql } from '../../src/db';
 import { isDatabaseUnavailable } from '../../src/db-unavailable';
 import { markImportFailed } from '../../src/imports/lifecycle';
+import { importPhaseDuration, importsFinished } from '../../src/metrics/import-pipeline';
 import { importRunLock } from '../../src/locks';
 import type { ObjectStore } from '../../src/storage/store';
 import { dedupePhase, ensureStaged } from './dedupe';
@@ -112,11 +113,15 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
       } catch (e) {
         if (!(e instanceof ImportFileError)) throw e;
         await markImportFailed(sql, accountId, importId, e.message);
+        importsFinished.inc({ status: 'failed' });
         await cleanup(sql, storage, job, log);
         log('import failed', { importId, reason: e.message });
         throw new UnrecoverableImportError(importId, e.message, { cause: e });
       }
-      if (end.phase === 'done') await cleanup(sql, storage, job, log);
+      if (end.phase === 'done') {
+        importsFinished.inc({ status: 'success' });
+        await cleanup(sql, storage, job, log);
+      }
     } finally {
       await conn`select pg_advisory_unlock(${lockKey})`.catch(() => {});
     }
@@ -128,7 +133,11 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
 /** Runs phase after phase, each returning the next, from where the committed state stands. */
 async function runPhases(p: Pipeline): Promise<Step> {
   let step = firstStep(p.job);
-  while (step.phase !== 'done' && step.phase !== 'stopped') step = await runPhase(p, step);
+  while (step.phase !== 'done' && step.phase !== 'stopped') {
+    const timer = importPhaseDuration.startTimer({ phase: step.phase });
+    step = await runPhase(p, step);
+    timer(); // only a phase that returned its successor
+  }
   return step;
 }
 

@@ -1,5 +1,6 @@
 import type { Readable } from 'node:stream';
 import { pinEtag, readDone, startRead } from '../../src/imports/lifecycle';
+import { importRowsRead } from '../../src/metrics/import-pipeline';
 import { ObjectChangedError, type ObjectStore } from '../../src/storage/store';
 import { RowReader } from './cells';
 import { headerMismatch, loadBrands, loadColumns } from './columns';
@@ -46,6 +47,7 @@ export async function readPhase(p: Pipeline): Promise<Step> {
   let headerSeen = false;
   let rowNo = 0;
   let malformed = 0;
+  let counted = 0; // rows already in the import_rows_read metric
   try {
     await parseCsv(text, (rows, flagged, unparsed) => {
       for (let i = 0; i < rows.length; i++) {
@@ -62,6 +64,8 @@ export async function readPhase(p: Pipeline): Promise<Step> {
         if (line === undefined) malformed++;
         else sink.add(line);
       }
+      importRowsRead.inc(rowNo - counted);
+      counted = rowNo;
       if (unparsed > maxRowChars) {
         const where = headerSeen ? `Data row ${rowNo + 1}` : 'The header row';
         throw new ImportFileError(

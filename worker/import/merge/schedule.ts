@@ -1,4 +1,5 @@
 import { MERGE_ROWS_PER_SECOND } from '../../../src/imports/retry-after';
+import { countMerged } from '../../../src/metrics/import-pipeline';
 import { runBatch, type Merge, type Outcome } from './batch';
 
 /**
@@ -62,6 +63,7 @@ export async function mergeBatches(m: Merge, checkpoint: number, concurrency: nu
       }
       done = outcome.hi;
       const { percentComplete, counts } = outcome;
+      countMerged(counts);
       p.log('import merge batch', { importId: job.id, checkpoint: done, percentComplete, ...counts });
       if (next < rowCount) await launch();
     }

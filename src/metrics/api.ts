@@ -1,0 +1,27 @@
+import type { Registry } from 'prom-client';
+import type { Deps } from '../deps';
+import { BullImportQueue } from '../imports/bullmq-queue';
+import { HttpMetrics } from './http';
+import { importStatusGauge } from './import-status';
+import { poolGauges } from './pool';
+import { queueGauges } from './queue';
+import { processRegistry } from './registry';
+
+/** What the API's GET /metrics shows, and the request metrics src/http/server.ts feeds. */
+export interface ApiMetrics {
+  registry: Registry;
+  http: HttpMetrics;
+}
+
+/**
+ * The API's metrics: requests, contact imports by status, its pool, the process, and the import
+ * queue's jobs when the API has a BullMQ queue (so a backlog shows even while no worker runs).
+ */
+export function apiMetrics(deps: Deps): ApiMetrics {
+  const registry = processRegistry();
+  const http = new HttpMetrics(registry);
+  importStatusGauge(registry, deps.sql);
+  poolGauges(registry, deps.sql);
+  if (deps.queue instanceof BullImportQueue) queueGauges(registry, [deps.queue.queue]);
+  return { registry, http };
+}
