@@ -23,6 +23,11 @@ export interface Config {
   readonly migrateOnStart: boolean;
   /** PostgreSQL application_name of the process's connections. */
   readonly appName: string;
+  /**
+   * GET, POST and PATCH of one contact try the one-statement path first (src/contacts/fast-path.ts).
+   * Off, every request takes the plain path: the test suite runs the contact files both ways.
+   */
+  readonly contactFastPath: boolean;
 }
 
 export type StorageConfig =
@@ -108,6 +113,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel,
     migrateOnStart: bool(env, 'MIGRATE_ON_START', true),
     appName: nonEmpty(env, 'APP_NAME') ?? DEFAULT_APP_NAME,
+    contactFastPath: bool(env, 'CONTACT_FAST_PATH', true),
   });
 }
 

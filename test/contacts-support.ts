@@ -1,6 +1,7 @@
 // Shared helpers of the contacts test files (test/contacts-*.test.ts).
+import { expect } from 'bun:test';
 import { createHash } from 'node:crypto';
-import type { TestApp } from './helpers/app';
+import { testApp, type TestApp } from './helpers/app';
 
 export const md5 = (email: string) => createHash('md5').update(email.trim().toLowerCase()).digest('hex');
 export const hash = (algorithm: string, text: string) => createHash(algorithm).update(text).digest('hex');
@@ -47,4 +48,69 @@ export async function startBulkOperation(t: TestApp, kind: 'contact-import' | 's
   return async () => {
     await t.db.sql`delete from bulk_operations where account_id = ${t.accountId} and id = ${id}`;
   };
+}
+
+/**
+ * The two ways the API serves a contact request, and every contact test file runs on both: warm
+ * tries the one-statement fast path first (src/contacts/fast-path.ts), cold never does
+ * (CONTACT_FAST_PATH=false), so the plain path is tested on what the fast path would have answered.
+ */
+export const CONTACT_PATHS = ['warm', 'cold'] as const;
+export type ContactPath = (typeof CONTACT_PATHS)[number];
+
+export interface ContactTestApp extends TestApp {
+  path: ContactPath;
+  /** Every statement the app sent, in order. */
+  sent: string[];
+}
+
+export async function contactTestApp(path: ContactPath): Promise<ContactTestApp> {
+  const sent: string[] = [];
+  const t = await testApp({}, { CONTACT_FAST_PATH: String(path === 'warm') }, (query) => sent.push(query));
+  return { ...t, path, sent };
+}
+
+/**
+ * The request a statement of the fast path serves, or undefined for any other statement: only the
+ * fast path reads the cache counters and a contact in one statement.
+ */
+function fastPathRequest(query: string): 'GET' | 'POST' | 'PATCH' | undefined {
+  if (!query.includes('cache_versions')) return undefined;
+  if (query.includes('insert into contacts')) return 'POST';
+  if (query.includes('update contacts')) return 'PATCH';
+  return query.includes('join contacts') ? 'GET' : undefined;
+}
+
+/** Calls the app; `sent` is what it sent to the database for this request. */
+async function counted(t: ContactTestApp, method: string, path: string, body?: unknown) {
+  const from = t.sent.length;
+  const res = await t.call(method, path, { body });
+  return { ...res, sent: t.sent.slice(from) };
+}
+
+/**
+ * Asserts the file's requests took its path. Warm: they reached the fast path, and once the key and
+ * the schema are cached, a POST of a new email, a PATCH and a GET are each answered by one
+ * statement of it alone. Cold: no statement of the fast path was ever sent.
+ */
+export async function expectContactPath(t: ContactTestApp): Promise<void> {
+  const reached = t.sent.filter(fastPathRequest).length;
+  const email = `path.${crypto.randomUUID()}@example.com`;
+  await create(t, { email });
+  const contact = `/v1/contacts/${md5(email)}`;
+  if (t.path === 'cold') {
+    expect((await t.call('PATCH', contact, { body: { attributes: {} } })).status).toBe(200);
+    expect((await t.call('GET', contact)).status).toBe(200);
+    expect(t.sent.filter(fastPathRequest).length).toBe(0);
+    return;
+  }
+  expect(reached).toBeGreaterThan(0);
+  // The caches fill once the invalidation listener is up (src/auth/cache.ts).
+  for (let i = 0; i < 100 && (await counted(t, 'GET', contact)).sent.length > 1; i++) await Bun.sleep(20);
+  const post = await counted(t, 'POST', '/v1/contacts', { email: `path.${crypto.randomUUID()}@example.com` });
+  const patch = await counted(t, 'PATCH', contact, { attributes: {} });
+  const get = await counted(t, 'GET', contact);
+  expect([post.status, patch.status, get.status]).toEqual([201, 200, 200]);
+  const served = [post.sent, patch.sent, get.sent].map((sent) => sent.map(fastPathRequest));
+  expect(served).toEqual([['POST'], ['PATCH'], ['GET']]);
 }

@@ -13,6 +13,14 @@ export interface AttributeChanges {
   remove: string[];
 }
 
+/**
+ * A row's `attributes` as an object. Every write stores one; a jsonb null, list or scalar written by
+ * other hands holds no attribute (as PATCH's patchedAttributes reads it in SQL).
+ */
+export function storedAttributes(value: unknown): Attributes {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Attributes) : {};
+}
+
 /** Why a key names no attribute of the schema: the one wording, wherever the key is met. */
 function unknownAttribute(key: string): string {
   return `Unknown attribute ${key}: it is not in the contact schema.`;
@@ -91,8 +99,7 @@ export class AttributeSchema {
   /** Response `attributes`: schema order, each email-type value followed by its derived sub-attributes. */
   render(row: Attributes): Attributes {
     const out = Object.create(null) as Attributes;
-    // Every write stores an object; a jsonb null, list or scalar written by other hands holds no attribute.
-    const stored: Attributes = typeof row === 'object' && row !== null && !Array.isArray(row) ? row : {};
+    const stored = storedAttributes(row);
     for (const a of this.custom) {
       if (!Object.hasOwn(stored, a.name)) continue;
       const value: unknown = stored[a.name];

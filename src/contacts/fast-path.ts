@@ -1,13 +1,23 @@
+import type postgres from 'postgres';
 import type { KeyClaim, KeyRow } from '../auth/authenticate';
 import { LiveCache } from '../auth/cache';
 import type { Sql } from '../db';
 import { ApiError } from '../errors';
 import { versionedAttributes } from '../schema/service';
 import { AttributeSchema } from './attributes';
-import { emailMd5, isValidEmail, md5ToUuid } from './email';
+import { readCreateRequest } from './create-request';
+import { md5ToUuid } from './email';
 import type { ContactBody, CreateContactInput } from './model';
-import { distinctIds, toContact, type ContactRow } from './store';
+import { toContact, type ContactRow } from './store';
 import { bulkOperationJoin, contactWriteLock } from './write-guard';
+import {
+  brandSubscribeEvents,
+  contactColumns,
+  insertContact,
+  liveBrandsAmong,
+  patchedAttributes,
+  seedAddressOf,
+} from './write-sql';
 
 /**
  * GET, POST (a new email) and PATCH of one contact as ONE statement each, for the common case.
@@ -18,19 +28,26 @@ import { bulkOperationJoin, contactWriteLock } from './write-guard';
  * cache_versions they were read at, and the statement re-reads those two counters (one index
  * probe): unchanged counters mean, in the statement's own snapshot, an unchanged key and schema.
  * The write guard runs inside the statement: a recorded bulk operation refuses the write at once,
- * otherwise contact_write_lock (sql/migrations/0004_contact_write_lock.sql) takes the shared lock
+ * otherwise contact_write_lock (sql/migrations/0003_contact_write_lock.sql) takes the shared lock
  * and checks again with a fresh snapshot.
+ *
+ * No rule of a write is spelled here: the request's (create-request.ts, AttributeSchema.read), the
+ * write's SQL (write-sql.ts) and the guard's (write-guard.ts) are the plain path's own, composed
+ * into one statement behind `allowed` below.
  *
  * Each function either completes the request exactly as the plain path would, or changes nothing
  * and returns undefined; the caller then confirms the key and runs the plain path, which decides
  * every refusal (401, 403, 400, 404, 409) and every merge. So no answer other than success ever
  * rests on a cached value, and the order of checks of DESIGN.md is the plain path's.
  *
- * The statements are joins with their columns spelled out: every subquery and CTE costs executor
- * set-up even when it does nothing (a GET written with scalar subqueries cost about 100 µs of
- * database CPU, as joins about 60 µs, the baseline's bare select 40 µs), and postgres.js builds
- * sql(list) helpers with keyword regexes over the whole statement on every call.
+ * The statements are joins with their columns spelled out (fragments, not sql(list) helpers): every
+ * subquery and CTE costs executor set-up even when it does nothing (a GET written with scalar
+ * subqueries cost about 100 µs of database CPU, as joins about 60 µs, the baseline's bare select
+ * 40 µs), and postgres.js builds sql(list) helpers with keyword regexes over the whole statement on
+ * every call.
  */
+
+type Fragment = postgres.Fragment;
 
 interface CachedSchema {
   readonly version: number;
@@ -52,10 +69,10 @@ export class ContactFastPath {
   ) {}
 
   async get(claim: KeyClaim, md5: string): Promise<ContactBody | undefined> {
+    const { sql } = this;
     const accountId = claim.auth.accountId;
-    const [row] = await this.sql<(Versions & ContactRow)[]>`
-      select coalesce(v.keys, 0) as keys_version, coalesce(v.schema, 0) as schema_version,
-             c.email_md5, c.email, c.attributes, c.brand_ids, c.enabled, c.created_at
+    const [row] = await sql<(Versions & ContactRow)[]>`
+      select coalesce(v.keys, 0) as keys_version, coalesce(v.schema, 0) as schema_version, ${contactColumns(sql)}
       from (select) as one
       left join cache_versions v on v.account_id = ${accountId}
       left join contacts c on c.account_id = ${accountId} and c.email_md5 = ${md5ToUuid(md5)}`;
@@ -71,46 +88,30 @@ export class ContactFastPath {
   async create(claim: KeyClaim, body: CreateContactInput): Promise<ContactBody | undefined> {
     const { sql } = this;
     const accountId = claim.auth.accountId;
-    const email = body.email.trim();
-    if (!isValidEmail(email) || (body.restoreDisabled === true && !body.duplicateContactStrategy)) return undefined;
+    const request = readOrUndefined(() => readCreateRequest(body));
+    if (!request) return undefined;
     const { version, schema } = await this.schemaOf(accountId);
     const attributes = readOrUndefined(() => schema.read(body.attributes ?? {}, 'create').set);
     if (!attributes) return undefined;
-    const brandIds = body.brandIds === undefined ? [] : distinctIds(body.brandIds);
-    const events = (body.publishBrandSubscribeEvents ?? true) ? brandIds : [];
-    const key = md5ToUuid(emailMd5(email));
+    const { email, key } = request;
+    const brandIds = request.brandIds ?? [];
+    const events = request.publish ? brandIds : [];
     const brandsLive = brandIds.length
-      ? sql`and (select count(*) from brands where account_id = ${accountId} and id = any (${sql.array(brandIds)}::uuid[]) and deleted_at is null) = ${brandIds.length}`
+      ? sql`and (select count(*) from brands where ${liveBrandsAmong(sql, accountId, brandIds)}) = ${brandIds.length}`
       : sql``;
+    const guard = allowed(sql, claim, version, {
+      joins: sql`left join seed_addresses on ${seedAddressOf(sql, accountId, key)}`,
+      checks: sql`and seed_addresses.email_md5 is null ${brandsLive}`,
+    });
+    const insert = insertContact(sql, accountId, { email, key, attributes, brandIds }, sql`from allowed where ok`);
     const recordEvents = events.length
-      ? sql`, events as (
-          insert into brand_subscribe_events (account_id, brand_id, email_md5s, source)
-          select ${accountId}::uuid, u.b, array[${key}::uuid], 'api'
-          from inserted, unnest(${sql.array(events)}::uuid[]) with ordinality as u(b, n)
-          order by u.n
-        )`
+      ? sql`, events as (${brandSubscribeEvents(sql, accountId, key, events, sql`cross join inserted`)})`
       : sql``;
-    // The lock is taken only when every other check passed. On conflict do nothing waits for a
-    // concurrent insert of the same email, so of parallel creates exactly one inserts here; the
-    // others take the plain path, which merges or answers 409.
+    // The lock is taken only when every other check passed. Of parallel creates exactly one inserts
+    // here (insertContact); the others take the plain path, which merges or answers 409.
     const [row] = await sql<(Versions & Partial<ContactRow>)[]>`
-      with allowed as (
-        select coalesce(v.keys, 0) as keys_version, coalesce(v.schema, 0) as schema_version,
-               case when coalesce(v.keys, 0) = ${claim.keysVersion} and coalesce(v.schema, 0) = ${version}
-                         and b.account_id is null and s.email_md5 is null ${brandsLive}
-                    then ${contactWriteLock(sql, accountId)} else false end as ok
-        from (select) as one
-        left join cache_versions v on v.account_id = ${accountId}
-        ${bulkOperationJoin(sql, accountId)}
-        left join seed_addresses s on s.account_id = ${accountId} and s.email_md5 = ${key}
-      ),
-      inserted as (
-        insert into contacts (account_id, email_md5, email, attributes, brand_ids, first_source)
-        select ${accountId}::uuid, ${key}::uuid, ${email}::text, ${sql.json(attributes)}, ${sql.array(brandIds)}::uuid[], 'api'
-        from allowed where ok
-        on conflict (account_id, email_md5) do nothing
-        returning email_md5, email, attributes, brand_ids, enabled, created_at
-      )${recordEvents}
+      with ${guard},
+      inserted as (${insert})${recordEvents}
       select allowed.keys_version, allowed.schema_version, inserted.* from allowed left join inserted on true`;
     return this.settle(claim, row, version, schema);
   }
@@ -123,20 +124,13 @@ export class ContactFastPath {
     const changes = readOrUndefined(() => schema.read(input, 'patch'));
     if (!changes) return undefined;
     const [row] = await sql<(Versions & Partial<ContactRow>)[]>`
-      with allowed as (
-        select coalesce(v.keys, 0) as keys_version, coalesce(v.schema, 0) as schema_version,
-               case when coalesce(v.keys, 0) = ${claim.keysVersion} and coalesce(v.schema, 0) = ${version} and b.account_id is null
-                    then ${contactWriteLock(sql, accountId)} else false end as ok
-        from (select) as one
-        left join cache_versions v on v.account_id = ${accountId}
-        ${bulkOperationJoin(sql, accountId)}
-      ),
+      with ${allowed(sql, claim, version)},
       updated as (
         update contacts
-        set attributes = (attributes || ${sql.json(changes.set)}) - ${sql.array(changes.remove)}::text[], updated_at = now()
+        set attributes = ${patchedAttributes(sql, changes)}, updated_at = now()
         from allowed
         where account_id = ${accountId} and email_md5 = ${md5ToUuid(md5)} and allowed.ok
-        returning email_md5, email, attributes, brand_ids, enabled, created_at
+        returning ${contactColumns(sql)}
       )
       select allowed.keys_version, allowed.schema_version, updated.* from allowed left join updated on true`;
     return this.settle(claim, row, version, schema);
@@ -168,7 +162,26 @@ export class ContactFastPath {
   }
 }
 
-/** What schema.read returns, or undefined when it refuses (the plain path then says why). */
+/**
+ * The `allowed` CTE of a write: the account's counters, and `ok` when the cached key and schema are
+ * current, no bulk operation is recorded and `checks` (over `joins`) hold, and then the write lock
+ * is taken and its second check passed. The write itself runs only where `ok`.
+ */
+function allowed(sql: Sql, claim: KeyClaim, version: number, extra: { joins?: Fragment; checks?: Fragment } = {}) {
+  const accountId = claim.auth.accountId;
+  return sql`allowed as (
+    select coalesce(v.keys, 0) as keys_version, coalesce(v.schema, 0) as schema_version,
+           case when coalesce(v.keys, 0) = ${claim.keysVersion} and coalesce(v.schema, 0) = ${version}
+                     and b.account_id is null ${extra.checks ?? sql``}
+                then ${contactWriteLock(sql, accountId)} else false end as ok
+    from (select) as one
+    left join cache_versions v on v.account_id = ${accountId}
+    ${bulkOperationJoin(sql, accountId)}
+    ${extra.joins ?? sql``}
+  )`;
+}
+
+/** What a reading of the request returns, or undefined when it refuses (the plain path then says why). */
 function readOrUndefined<T>(read: () => T): T | undefined {
   try {
     return read();

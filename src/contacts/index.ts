@@ -14,6 +14,7 @@ import {
   DisableContactBody,
   EmailMd5Params,
   PatchContactBody,
+  publishesEvents,
 } from './model';
 import { refuseUncopyableKeys } from './attributes';
 import { createContact, disableContact, getContact, patchContact } from './service';
@@ -46,7 +47,7 @@ function brandAssignmentRoutes({ sql }: Deps, segment: 'brands' | 'subscriptions
     .post(
       `/:emailMd5/${segment}`,
       ({ request, params, body }) =>
-        addContactBrands(sql, authOf(request).accountId, params.emailMd5, body.brandIds, body.publishBrandSubscribeEvents ?? true),
+        addContactBrands(sql, authOf(request).accountId, params.emailMd5, body.brandIds, publishesEvents(body)),
       {
         transform: ({ body }) => assertBodyShape(body, BODY_FIELDS.addBrands),
         params: EmailMd5Params,
@@ -69,12 +70,13 @@ function brandAssignmentRoutes({ sql }: Deps, segment: 'brands' | 'subscriptions
     );
 }
 
-function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath) {
+/** `fast` is tried first when configured (CONTACT_FAST_PATH); the plain path decides everything else. */
+function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath | undefined) {
   return new Elysia({ prefix: '/v1/contacts', detail: { tags: ['Contacts'] } })
     .post(
       '',
       async ({ request, body, set }) => {
-        const added = await fast.create(claimOf(request), body);
+        const added = await fast?.create(claimOf(request), body);
         if (added) {
           claimConfirmed(request);
           set.status = 201;
@@ -98,7 +100,7 @@ function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath) {
     .get(
       '/:emailMd5',
       async ({ request, params }) => {
-        const found = await fast.get(claimOf(request), params.emailMd5);
+        const found = await fast?.get(claimOf(request), params.emailMd5);
         if (found) {
           claimConfirmed(request);
           return found;
@@ -114,7 +116,7 @@ function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath) {
     .patch(
       '/:emailMd5',
       async ({ request, params, body }) => {
-        const patched = await fast.patch(claimOf(request), params.emailMd5, body.attributes);
+        const patched = await fast?.patch(claimOf(request), params.emailMd5, body.attributes);
         if (patched) {
           claimConfirmed(request);
           return patched;
@@ -142,7 +144,7 @@ function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath) {
     });
 }
 
-export function contactRoutes(deps: Deps, fast: ContactFastPath) {
+export function contactRoutes(deps: Deps, fast: ContactFastPath | undefined) {
   return new Elysia()
     .use(contactResourceRoutes(deps, fast))
     .use(brandAssignmentRoutes(deps, 'brands'))

@@ -49,6 +49,10 @@ export const CreateContactBody = t.Object(
 );
 export type CreateContactInput = typeof CreateContactBody.static;
 
+/** Whether a create or add-brands request publishes brand-subscribe events: unless it sends false. */
+export const publishesEvents = (body: { publishBrandSubscribeEvents?: boolean }) =>
+  body.publishBrandSubscribeEvents ?? true;
+
 export const PatchContactBody = t.Object(
   {
     attributes: t.Record(t.String(), t.Unknown(), {

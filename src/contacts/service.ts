@@ -1,10 +1,20 @@
 import type { Sql } from '../db';
-import { contactExists, invalidField, notFound } from '../errors';
-import { emailMd5, isValidEmail, md5ToUuid } from './email';
+import { contactExists, notFound } from '../errors';
+import { storedAttributes } from './attributes';
+import { readCreateRequest } from './create-request';
+import { md5ToUuid } from './email';
 import { mergeInto } from './merge';
 import type { ContactBody, CreateContactInput } from './model';
-import { assertBrandIds, CONTACT_COLUMNS, distinctIds, recordBrandSubscribeEvents, requireContact, schemaOf, toContact, type ContactRow } from './store';
+import {
+  assertBrandIds,
+  recordBrandSubscribeEvents,
+  requireContact,
+  schemaOf,
+  toContact,
+  type ContactRow,
+} from './store';
 import { withContactWrite } from './write-guard';
+import { contactColumns, insertContact, patchedAttributes, seedAddressOf } from './write-sql';
 
 export async function getContact(sql: Sql, accountId: string, md5: string): Promise<ContactBody> {
   const [row, schema] = await Promise.all([requireContact(sql, accountId, md5), schemaOf(sql, accountId)]);
@@ -15,39 +25,31 @@ export async function getContact(sql: Sql, accountId: string, md5: string): Prom
  * POST /v1/contacts. Checks in the order of DESIGN.md: request shape, then stored data (schema,
  * brands), then conflicts inside the write transaction (bulk operation, seed, existing contact).
  */
-export async function createContact(sql: Sql, accountId: string, body: CreateContactInput): Promise<{ created: boolean; contact: ContactBody }> {
-  const email = body.email.trim();
-  if (!isValidEmail(email)) throw invalidField('/email', 'email must be a valid email address.');
-  if (body.restoreDisabled === true && !body.duplicateContactStrategy) {
-    throw invalidField('/restoreDisabled', 'restoreDisabled requires a duplicateContactStrategy.');
-  }
+export async function createContact(
+  sql: Sql,
+  accountId: string,
+  body: CreateContactInput,
+): Promise<{ created: boolean; contact: ContactBody }> {
+  const { email, key, brandIds, publish } = readCreateRequest(body);
   const schema = await schemaOf(sql, accountId);
   const { set: attributes } = schema.read(body.attributes ?? {}, 'create');
-  const brandIds = body.brandIds === undefined ? undefined : distinctIds(body.brandIds);
   await assertBrandIds(sql, accountId, brandIds ?? []);
-  const publish = body.publishBrandSubscribeEvents ?? true;
-  const key = md5ToUuid(emailMd5(email));
 
   return withContactWrite(sql, accountId, async (tx) => {
-    const [seed] = await tx`select 1 from seed_addresses where account_id = ${accountId} and email_md5 = ${key}`;
+    const [seed] = await tx`select 1 from seed_addresses where ${seedAddressOf(tx, accountId, key)}`;
     if (seed) throw contactExists('This email belongs to a seed address of the account.');
 
-    // on conflict do nothing waits for a concurrent insert of the same email to commit, so of
-    // parallel creates exactly one inserts; the others fall through to the locked merge below.
-    const [inserted] = await tx<ContactRow[]>`
-      insert into contacts (account_id, email_md5, email, attributes, brand_ids, first_source)
-      values (${accountId}, ${key}, ${email}, ${tx.json(attributes)}, ${tx.array(brandIds ?? [])}::uuid[], 'api')
-      on conflict (account_id, email_md5) do nothing
-      returning ${tx(CONTACT_COLUMNS)}`;
+    // Of parallel creates exactly one inserts; the others fall through to the locked merge below.
+    const [inserted] = await insertContact(tx, accountId, { email, key, attributes, brandIds: brandIds ?? [] });
     if (inserted) {
       if (publish) await recordBrandSubscribeEvents(tx, accountId, key, brandIds ?? []);
       return { created: true, contact: toContact(inserted, schema) };
     }
 
     const [stored] = await tx<ContactRow[]>`
-      select ${tx(CONTACT_COLUMNS)} from contacts where account_id = ${accountId} and email_md5 = ${key} for update`;
+      select ${contactColumns(tx)} from contacts where account_id = ${accountId} and email_md5 = ${key} for update`;
     const outcome = mergeInto(
-      { attributes: stored!.attributes, brandIds: stored!.brand_ids, enabled: stored!.enabled },
+      { attributes: storedAttributes(stored!.attributes), brandIds: stored!.brand_ids, enabled: stored!.enabled },
       {
         attributes,
         brandIds,
@@ -61,28 +63,31 @@ export async function createContact(sql: Sql, accountId: string, body: CreateCon
     const { next, addedBrandIds } = outcome;
     const [updated] = await tx<ContactRow[]>`
       update contacts
-      set attributes = ${tx.json(next.attributes)}, brand_ids = ${tx.array(next.brandIds)}::uuid[], enabled = ${next.enabled}, updated_at = now()
+      set attributes = ${tx.json(next.attributes)}, brand_ids = ${tx.array(next.brandIds)}::uuid[],
+          enabled = ${next.enabled}, updated_at = now()
       where account_id = ${accountId} and email_md5 = ${key}
-      returning ${tx(CONTACT_COLUMNS)}`;
+      returning ${contactColumns(tx)}`;
     if (publish) await recordBrandSubscribeEvents(tx, accountId, key, addedBrandIds);
     return { created: false, contact: toContact(updated!, schema) };
   });
 }
 
-/**
- * PATCH: an RFC 7386 merge patch applied in one UPDATE (`||` sets, `-` removes), so concurrent
- * patches of different attributes both survive without a read-modify-write.
- */
-export async function patchContact(sql: Sql, accountId: string, md5: string, input: Record<string, unknown>): Promise<ContactBody> {
+/** PATCH: the merge patch of patchedAttributes, in one UPDATE. */
+export async function patchContact(
+  sql: Sql,
+  accountId: string,
+  md5: string,
+  input: Record<string, unknown>,
+): Promise<ContactBody> {
   await requireContact(sql, accountId, md5);
   const schema = await schemaOf(sql, accountId);
-  const { set, remove } = schema.read(input, 'patch');
+  const changes = schema.read(input, 'patch');
   return withContactWrite(sql, accountId, async (tx) => {
     const [row] = await tx<ContactRow[]>`
       update contacts
-      set attributes = (attributes || ${tx.json(set)}) - ${tx.array(remove)}::text[], updated_at = now()
+      set attributes = ${patchedAttributes(tx, changes)}, updated_at = now()
       where account_id = ${accountId} and email_md5 = ${md5ToUuid(md5)}
-      returning ${tx(CONTACT_COLUMNS)}`;
+      returning ${contactColumns(tx)}`;
     if (!row) throw notFound(`No contact with emailMd5 ${md5.toLowerCase()} in this account.`);
     return toContact(row, schema);
   });
@@ -97,7 +102,7 @@ export async function disableContact(sql: Sql, accountId: string, md5: string): 
       update contacts
       set enabled = false, updated_at = case when enabled then now() else updated_at end
       where account_id = ${accountId} and email_md5 = ${md5ToUuid(md5)}
-      returning ${tx(CONTACT_COLUMNS)}`;
+      returning ${contactColumns(tx)}`;
     if (!row) throw notFound(`No contact with emailMd5 ${md5.toLowerCase()} in this account.`);
     return toContact(row, schema);
   });

@@ -4,6 +4,7 @@ import { customAttributes } from '../schema/service';
 import { AttributeSchema, type Attributes } from './attributes';
 import { md5ToUuid, uuidToMd5 } from './email';
 import type { ContactBody } from './model';
+import { brandSubscribeEvents, contactColumns, liveBrandsAmong } from './write-sql';
 
 export interface ContactRow {
   email_md5: string;
@@ -13,9 +14,6 @@ export interface ContactRow {
   enabled: boolean;
   created_at: Date;
 }
-
-/** Columns of the response; hidden fields (hard bounce, first source) are never read here. */
-export const CONTACT_COLUMNS = ['email_md5', 'email', 'attributes', 'brand_ids', 'enabled', 'created_at'] as const;
 
 export async function schemaOf(sql: Sql | Tx, accountId: string): Promise<AttributeSchema> {
   return new AttributeSchema(await customAttributes(sql as Sql, accountId));
@@ -35,7 +33,7 @@ export function toContact(row: ContactRow, schema: AttributeSchema): ContactBody
 /** The contact addressed by a path `emailMd5` (any case), or undefined. */
 export async function findContact(sql: Sql | Tx, accountId: string, emailMd5: string, lock = false): Promise<ContactRow | undefined> {
   const [row] = await sql<ContactRow[]>`
-    select ${sql(CONTACT_COLUMNS)} from contacts
+    select ${contactColumns(sql)} from contacts
     where account_id = ${accountId} and email_md5 = ${md5ToUuid(emailMd5)}
     ${lock ? sql`for update` : sql``}`;
   return row;
@@ -53,9 +51,7 @@ export const distinctIds = (ids: readonly string[]) => [...new Set(ids.map((id) 
 /** Ids that are not live brands of the account (deleted brands and other accounts' ids included). */
 export async function unknownBrandIds(sql: Sql | Tx, accountId: string, ids: readonly string[]): Promise<string[]> {
   if (ids.length === 0) return [];
-  const rows = await sql<{ id: string }[]>`
-    select id from brands
-    where account_id = ${accountId} and id = any(${sql.array([...ids])}::uuid[]) and deleted_at is null`;
+  const rows = await sql<{ id: string }[]>`select id from brands where ${liveBrandsAmong(sql, accountId, ids)}`;
   const live = new Set(rows.map((r) => r.id));
   return ids.filter((id) => !live.has(id.toLowerCase()));
 }
@@ -66,15 +62,12 @@ export async function assertBrandIds(sql: Sql | Tx, accountId: string, ids: read
   if (unknown.length) throw invalidField('/brandIds', `Not a brand in this account: ${unknown.join(', ')}.`);
 }
 
-/**
- * The brand-subscribe outbox: one event per brand newly assigned, in the caller's transaction, so
- * an event exists exactly when its assignment committed. A row holds a brand and the set of
- * contacts that got it (migration 0007); here the set is the one contact written.
- */
-export async function recordBrandSubscribeEvents(tx: Tx, accountId: string, emailMd5Uuid: string, brandIds: readonly string[]): Promise<void> {
-  if (brandIds.length === 0) return;
-  await tx`
-    insert into brand_subscribe_events (account_id, brand_id, email_md5s, source)
-    select ${accountId}, b, array[${emailMd5Uuid}::uuid], 'api' from unnest(${tx.array([...brandIds])}::uuid[]) with ordinality as u(b, n)
-    order by n`;
+/** The brand-subscribe events of brands newly assigned to one contact, in the caller's transaction. */
+export async function recordBrandSubscribeEvents(
+  tx: Tx,
+  accountId: string,
+  emailMd5Uuid: string,
+  brandIds: readonly string[],
+): Promise<void> {
+  if (brandIds.length) await brandSubscribeEvents(tx, accountId, emailMd5Uuid, brandIds);
 }

@@ -1,5 +1,6 @@
 import { loadConfig } from '../../src/config';
 import { buildApp } from '../../src/app';
+import { connect } from '../../src/db';
 import type { Deps } from '../../src/deps';
 import { createTestDatabase, type TestDatabase } from './db';
 import { createAccount, createKey } from './fixtures';
@@ -23,11 +24,19 @@ export interface TestApp {
 
 export const DOCS_URL = 'https://docs.test';
 
-/** An app over a fresh database with one account and a full-scope key. */
-export async function testApp(extra: Partial<Deps> = {}, env: Record<string, string> = {}): Promise<TestApp> {
+/**
+ * An app over a fresh database with one account and a full-scope key. With `observe`, the app has
+ * a pool of its own that shows it every statement the app sends (fixtures use `db.sql`, unseen).
+ */
+export async function testApp(
+  extra: Partial<Deps> = {},
+  env: Record<string, string> = {},
+  observe?: (query: string) => void,
+): Promise<TestApp> {
   const db = await createTestDatabase();
   const config = loadConfig({ DOCS_URL, DATA_DIR: '/tmp/contact-service-test', ...env });
-  const deps: Deps = { config, sql: db.sql, ...extra };
+  const sql = observe ? connect(db.url, 10, { debug: (_connection, query) => observe(query) }) : db.sql;
+  const deps: Deps = { config, sql, ...extra };
   const app = buildApp(deps);
   const accountId = await createAccount(db.sql);
   const key = await createKey(db.sql, accountId);
@@ -48,7 +57,11 @@ export async function testApp(extra: Partial<Deps> = {}, env: Record<string, str
     } catch {}
     return { status: res.status, headers: res.headers, body: parsed };
   }
-  return { db, deps, app, accountId, key, call, close: () => db.drop() };
+  async function close(): Promise<void> {
+    if (sql !== db.sql) await sql.end({ timeout: 2 });
+    await db.drop();
+  }
+  return { db, deps, app, accountId, key, call, close };
 }
 
 /** Asserts the RFC 9457 envelope; returns the body for further checks. */

@@ -1,0 +1,80 @@
+import type postgres from 'postgres';
+import type { AttributeChanges, Attributes } from './attributes';
+import type { ContactRow } from './store';
+
+/**
+ * The SQL of the single-contact write rules, each spelled once. The plain path (service.ts,
+ * store.ts, brands.ts) runs them as statements of its transaction; the fast path (fast-path.ts)
+ * composes the same fragments into one statement, behind its `allowed` check. Conditions name their
+ * tables rather than aliases, so they read the same in a where clause and in a join.
+ */
+
+type AnySql = postgres.ISql<{}>;
+type Fragment = postgres.Fragment;
+
+/** The columns of the response; the hidden fields (hard bounce, first source) are never read. */
+export const contactColumns = (sql: AnySql) => sql`email_md5, email, attributes, brand_ids, enabled, created_at`;
+
+/** Rows of `brands` that are live brands of the account among `ids`: deleted ones and other accounts' are not. */
+export const liveBrandsAmong = (sql: AnySql, accountId: string, ids: readonly string[]) =>
+  sql`brands.account_id = ${accountId} and brands.id = any(${sql.array([...ids])}::uuid[])
+       and brands.deleted_at is null`;
+
+/** The account's seed address with this identity, if any: a seed's email never becomes a contact. */
+export const seedAddressOf = (sql: AnySql, accountId: string, key: string) =>
+  sql`seed_addresses.account_id = ${accountId} and seed_addresses.email_md5 = ${key}::uuid`;
+
+export interface NewContact {
+  /** As sent, trimmed. */
+  email: string;
+  /** md5 of the normalised address as the uuid the database stores. */
+  key: string;
+  attributes: Attributes;
+  brandIds: readonly string[];
+}
+
+/**
+ * A new contact from the API, returning its row, or no row when the email exists. `on conflict do
+ * nothing` waits for a concurrent insert of the same email to commit, so of parallel creates
+ * exactly one inserts. `source` (the fast path's `from allowed where ok`) may withhold the row.
+ */
+export function insertContact(sql: AnySql, accountId: string, c: NewContact, source: Fragment = sql``) {
+  return sql<ContactRow[]>`
+    insert into contacts (account_id, email_md5, email, attributes, brand_ids, first_source)
+    select ${accountId}::uuid, ${c.key}::uuid, ${c.email}::text, ${sql.json(c.attributes)},
+           ${sql.array([...c.brandIds])}::uuid[], 'api'
+    ${source}
+    on conflict (account_id, email_md5) do nothing
+    returning ${contactColumns(sql)}`;
+}
+
+/**
+ * The brand-subscribe outbox of one write: one event per brand newly assigned, in the order sent,
+ * each holding the set of contacts that got it, here the one contact. Written in the write's own
+ * transaction or statement, so an event exists exactly when its assignment committed. `gate` (the
+ * fast path's `cross join inserted`) joins a relation of at most one row: no row there, no events.
+ */
+export function brandSubscribeEvents(
+  sql: AnySql,
+  accountId: string,
+  key: string,
+  brandIds: readonly string[],
+  gate: Fragment = sql``,
+) {
+  return sql`
+    insert into brand_subscribe_events (account_id, brand_id, email_md5s, source)
+    select ${accountId}::uuid, u.b, array[${key}::uuid], 'api'
+    from unnest(${sql.array([...brandIds])}::uuid[]) with ordinality as u(b, n) ${gate}
+    order by u.n`;
+}
+
+/**
+ * PATCH's RFC 7386 merge patch as one expression over the stored value (`||` sets, `-` removes),
+ * so concurrent patches of different attributes both survive without a read-modify-write. A
+ * stored value that is not an object (a jsonb null, list or scalar written by other hands) holds
+ * no attribute and counts as `{}`: `||` would make a list of it. The parentheses matter, since `-`
+ * binds tighter than `||`.
+ */
+export const patchedAttributes = (sql: AnySql, { set, remove }: AttributeChanges) => sql`
+  (case when jsonb_typeof(attributes) = 'object' then attributes else '{}'::jsonb end || ${sql.json(set)})
+  - ${sql.array(remove)}::text[]`;
