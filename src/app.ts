@@ -61,9 +61,15 @@ export function buildApp(deps: Deps) {
           info: {
             title: 'Contact, Brand and Suppression Management API',
             version: '1.0.0',
-            description: 'Account-scoped contacts, brands, suppression lists and bulk contact imports. Errors are RFC 9457 problem details.',
+            description:
+              'Account-scoped contacts, brands, suppression lists and bulk contact imports. ' +
+              'Errors are RFC 9457 problem details.',
           },
-          components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'ck_<id>_<secret> keys issued by the admin CLI' } } },
+          components: {
+            securitySchemes: {
+              bearer: { type: 'http', scheme: 'bearer', description: 'ck_<id>_<secret> keys issued by the admin CLI' },
+            },
+          },
           security: [{ bearer: [] }],
         },
         exclude: ['/docs', '/docs/json'],
@@ -97,7 +103,10 @@ export function buildApp(deps: Deps) {
       // A request that went ahead on a cached key claim answers nothing but success before the key is
       // confirmed: a revoked key with a malformed body is still 401, not 400.
       if (isUnconfirmed(request)) {
-        const refusal = await confirmedAuthOf(request).then(() => undefined, (e: unknown) => e);
+        const refusal = await confirmedAuthOf(request).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
         if (refusal !== undefined) return errorResponse(refusal, request, instance);
       }
       return errorResponse(error, request, instance, code);

@@ -50,14 +50,20 @@ for (const path of CONTACT_PATHS) {
       const path = (email: string) => `/v1/contacts/${md5(email)}/${segment}`;
       const list = (email: string) => t.call('GET', path(email));
       const add = (email: string, body: unknown, key?: string) => t.call('POST', path(email), { body, key });
-      const remove = (email: string, brandId: string, key?: string) => t.call('DELETE', `${path(email)}/${brandId}`, { key });
+      const remove = (email: string, brandId: string, key?: string) =>
+        t.call('DELETE', `${path(email)}/${brandId}`, { key });
 
       describe(`GET /v1/contacts/{emailMd5}/${segment}`, () => {
         test('returns {brands: [{id, name}]} in assignment order', async () => {
           const email = await contact([gamma, alpha]);
           const res = await list(email);
           expect(res.status).toBe(200);
-          expect(res.body).toEqual({ brands: [{ id: gamma, name: 'Gamma' }, { id: alpha, name: 'Alpha' }] });
+          expect(res.body).toEqual({
+            brands: [
+              { id: gamma, name: 'Gamma' },
+              { id: alpha, name: 'Alpha' },
+            ],
+          });
         });
 
         test('an empty list for a contact without brands', async () => {
@@ -67,7 +73,10 @@ for (const path of CONTACT_PATHS) {
         test('deleted brands are listed with their name', async () => {
           const email = await contact();
           const gone = await deletedBrandOn(email);
-          expect((await list(email)).body.brands).toEqual([{ id: alpha, name: 'Alpha' }, { id: gone, name: `Deleted ${n}` }]);
+          expect((await list(email)).body.brands).toEqual([
+            { id: alpha, name: 'Alpha' },
+            { id: gone, name: `Deleted ${n}` },
+          ]);
         });
 
         test('uppercase emailMd5; 400 malformed; 404 unknown contact', async () => {
@@ -83,7 +92,13 @@ for (const path of CONTACT_PATHS) {
           const email = await contact([alpha]);
           const res = await add(email, { brandIds: [alpha, beta, gamma] });
           expect(res.status).toBe(200);
-          expect(res.body).toEqual({ brands: [{ id: alpha, name: 'Alpha' }, { id: beta, name: 'Beta' }, { id: gamma, name: 'Gamma' }] });
+          expect(res.body).toEqual({
+            brands: [
+              { id: alpha, name: 'Alpha' },
+              { id: beta, name: 'Beta' },
+              { id: gamma, name: 'Gamma' },
+            ],
+          });
           expect((await rowOf(t, email))!.brand_ids).toEqual([alpha, beta, gamma]);
           expect(await eventsOf(t, email)).toEqual([alpha, beta, gamma]);
         });
@@ -144,7 +159,11 @@ for (const path of CONTACT_PATHS) {
 
         test('100 brand ids is the upper bound (then checked against the account)', async () => {
           const email = await contact();
-          const p = expectProblem(await add(email, { brandIds: Array.from({ length: 100 }, () => crypto.randomUUID()) }), 400, 'invalid_request_error');
+          const p = expectProblem(
+            await add(email, { brandIds: Array.from({ length: 100 }, () => crypto.randomUUID()) }),
+            400,
+            'invalid_request_error',
+          );
           expect(p.errors[0].pointer).toBe('/brandIds');
         });
 

@@ -23,7 +23,11 @@ let n = 0;
 const fresh = () => `cc.${++n}@example.com`;
 const statuses = (calls: Call[]) => calls.map((c) => c.status).sort();
 const countRows = async (email: string) =>
-  (await t.db.sql<{ n: number }[]>`select count(*)::int as n from contacts where account_id = ${t.accountId} and lower(email) = ${email}`)[0]!.n;
+  (
+    await t.db.sql<
+      { n: number }[]
+    >`select count(*)::int as n from contacts where account_id = ${t.accountId} and lower(email) = ${email}`
+  )[0]!.n;
 
 for (const path of CONTACT_PATHS) {
   describe(`${path} path`, () => {
@@ -38,18 +42,27 @@ for (const path of CONTACT_PATHS) {
     describe('parallel creates of the same new email', () => {
       test('without a strategy: exactly one 201, every other 409 contact_exists, one row', async () => {
         const email = fresh();
-        const calls = await Promise.all(Array.from({ length: 12 }, () => t.call('POST', '/v1/contacts', { body: { email, brandIds: [brands[0]] } })));
+        const calls = await Promise.all(
+          Array.from({ length: 12 }, () => t.call('POST', '/v1/contacts', { body: { email, brandIds: [brands[0]] } })),
+        );
         expect(statuses(calls)).toEqual([201, ...Array(11).fill(409)]);
         for (const c of calls.filter((c) => c.status === 409)) expectProblem(c, 409, 'contact_exists');
         expect(await countRows(email)).toBe(1);
         expect(await eventsOf(t, email)).toEqual([brands[0]!]);
       });
 
-      test('with overwrite: one 201, the rest 200; every attribute and brand survives; one event per brand', async () => {
+      test('with overwrite: one 201, the rest 200; every attribute and brand survives; events per brand', async () => {
         const email = fresh();
         const calls = await Promise.all(
           names.map((name, i) =>
-            t.call('POST', '/v1/contacts', { body: { email, duplicateContactStrategy: 'overwrite', attributes: { [name]: `v${i}` }, brandIds: [brands[i]] } }),
+            t.call('POST', '/v1/contacts', {
+              body: {
+                email,
+                duplicateContactStrategy: 'overwrite',
+                attributes: { [name]: `v${i}` },
+                brandIds: [brands[i]],
+              },
+            }),
           ),
         );
         expect(statuses(calls)).toEqual([200, 200, 200, 200, 200, 200, 200, 201]);
@@ -63,7 +76,14 @@ for (const path of CONTACT_PATHS) {
         const email = fresh();
         const calls = await Promise.all(
           Array.from({ length: 10 }, (_, i) =>
-            t.call('POST', '/v1/contacts', { body: { email, duplicateContactStrategy: i % 2 ? 'keep' : 'skip', attributes: { a1: `v${i}` }, brandIds: [brands[1]] } }),
+            t.call('POST', '/v1/contacts', {
+              body: {
+                email,
+                duplicateContactStrategy: i % 2 ? 'keep' : 'skip',
+                attributes: { a1: `v${i}` },
+                brandIds: [brands[1]],
+              },
+            }),
           ),
         );
         expect(statuses(calls)).toEqual([...Array(9).fill(200), 201]);
@@ -79,7 +99,9 @@ for (const path of CONTACT_PATHS) {
         const calls = await Promise.all(
           brands.flatMap((b, i) => [
             t.call('POST', `/v1/contacts/${md5(email)}/brands`, { body: { brandIds: [b] } }),
-            t.call('POST', `/v1/contacts/${md5(email)}/subscriptions`, { body: { brandIds: [b, brands[(i + 1) % brands.length]] } }),
+            t.call('POST', `/v1/contacts/${md5(email)}/subscriptions`, {
+              body: { brandIds: [b, brands[(i + 1) % brands.length]] },
+            }),
           ]),
         );
         expect(calls.filter((c) => c.status !== 200)).toEqual([]);
@@ -91,9 +113,16 @@ for (const path of CONTACT_PATHS) {
       test('patches of different attributes all survive', async () => {
         const email = fresh();
         await create(t, { email, attributes: { a8: 'keep me' } });
-        const calls = await Promise.all(names.slice(0, 7).map((name) => t.call('PATCH', `/v1/contacts/${md5(email)}`, { body: { attributes: { [name]: name } } })));
+        const calls = await Promise.all(
+          names
+            .slice(0, 7)
+            .map((name) => t.call('PATCH', `/v1/contacts/${md5(email)}`, { body: { attributes: { [name]: name } } })),
+        );
         expect(calls.every((c) => c.status === 200)).toBe(true);
-        expect((await rowOf(t, email))!.attributes).toEqual({ ...Object.fromEntries(names.slice(0, 7).map((x) => [x, x])), a8: 'keep me' });
+        expect((await rowOf(t, email))!.attributes).toEqual({
+          ...Object.fromEntries(names.slice(0, 7).map((x) => [x, x])),
+          a8: 'keep me',
+        });
       });
 
       test('patches, brand additions, removals and merges interleaved: each effect applied', async () => {
@@ -101,10 +130,14 @@ for (const path of CONTACT_PATHS) {
         await create(t, { email, brandIds: [brands[7]] });
         const calls = await Promise.all([
           t.call('PATCH', `/v1/contacts/${md5(email)}`, { body: { attributes: { a1: 'p' } } }),
-          t.call('POST', '/v1/contacts', { body: { email, duplicateContactStrategy: 'keep', attributes: { a2: 'k' } } }),
+          t.call('POST', '/v1/contacts', {
+            body: { email, duplicateContactStrategy: 'keep', attributes: { a2: 'k' } },
+          }),
           t.call('POST', `/v1/contacts/${md5(email)}/brands`, { body: { brandIds: [brands[2]] } }),
           t.call('DELETE', `/v1/contacts/${md5(email)}/brands/${brands[7]}`),
-          t.call('POST', '/v1/contacts', { body: { email, duplicateContactStrategy: 'overwrite', attributes: { a3: 'o' }, brandIds: [brands[3]] } }),
+          t.call('POST', '/v1/contacts', {
+            body: { email, duplicateContactStrategy: 'overwrite', attributes: { a3: 'o' }, brandIds: [brands[3]] },
+          }),
         ]);
         expect(statuses(calls)).toEqual([200, 200, 200, 200, 204]);
         const row = await rowOf(t, email);
@@ -115,7 +148,9 @@ for (const path of CONTACT_PATHS) {
       test('parallel removals of the same brand: one 204, the rest 400 not assigned', async () => {
         const email = fresh();
         await create(t, { email, brandIds: [brands[4], brands[5]] });
-        const calls = await Promise.all(Array.from({ length: 6 }, () => t.call('DELETE', `/v1/contacts/${md5(email)}/brands/${brands[4]}`)));
+        const calls = await Promise.all(
+          Array.from({ length: 6 }, () => t.call('DELETE', `/v1/contacts/${md5(email)}/brands/${brands[4]}`)),
+        );
         expect(statuses(calls)).toEqual([204, 400, 400, 400, 400, 400]);
         expect((await rowOf(t, email))!.brand_ids).toEqual([brands[5]!]);
       });
@@ -124,7 +159,10 @@ for (const path of CONTACT_PATHS) {
     describe('409 operation_in_progress while a bulk contact operation runs', () => {
       const writes = (email: string) => [
         () => t.call('POST', '/v1/contacts', { body: { email: fresh() } }),
-        () => t.call('POST', '/v1/contacts', { body: { email, duplicateContactStrategy: 'overwrite', attributes: { a1: 'x' } } }),
+        () =>
+          t.call('POST', '/v1/contacts', {
+            body: { email, duplicateContactStrategy: 'overwrite', attributes: { a1: 'x' } },
+          }),
         () => t.call('PATCH', `/v1/contacts/${md5(email)}`, { body: { attributes: { a1: 'x' } } }),
         () => t.call('POST', `/v1/contacts/${md5(email)}/brands`, { body: { brandIds: [brands[1]] } }),
         () => t.call('POST', `/v1/contacts/${md5(email)}/subscriptions`, { body: { brandIds: [brands[1]] } }),
@@ -178,12 +216,36 @@ for (const path of CONTACT_PATHS) {
         await create(t, { email, brandIds: [brands[0]] });
         const end = await startBulkOperation(t, 'contact-import', 60);
         try {
-          expectProblem(await t.call('PATCH', `/v1/contacts/${md5('nobody@example.com')}`, { body: { attributes: {} } }), 404, 'not_found_error');
-          expectProblem(await t.call('PATCH', `/v1/contacts/${md5(email)}`, { body: { attributes: { nope: 1 } } }), 400, 'invalid_request_error');
-          expectProblem(await t.call('POST', '/v1/contacts', { body: { email: fresh(), brandIds: [crypto.randomUUID()] } }), 400, 'invalid_request_error');
-          expectProblem(await t.call('POST', `/v1/contacts/${md5(email)}/brands`, { body: { brandIds: [crypto.randomUUID()] } }), 400, 'invalid_request_error');
-          expectProblem(await t.call('DELETE', `/v1/contacts/${md5(email)}/brands/${brands[3]}`), 400, 'invalid_request_error');
-          expectProblem(await t.call('POST', `/v1/contacts/${md5('nobody@example.com')}/disable`), 404, 'not_found_error');
+          expectProblem(
+            await t.call('PATCH', `/v1/contacts/${md5('nobody@example.com')}`, { body: { attributes: {} } }),
+            404,
+            'not_found_error',
+          );
+          expectProblem(
+            await t.call('PATCH', `/v1/contacts/${md5(email)}`, { body: { attributes: { nope: 1 } } }),
+            400,
+            'invalid_request_error',
+          );
+          expectProblem(
+            await t.call('POST', '/v1/contacts', { body: { email: fresh(), brandIds: [crypto.randomUUID()] } }),
+            400,
+            'invalid_request_error',
+          );
+          expectProblem(
+            await t.call('POST', `/v1/contacts/${md5(email)}/brands`, { body: { brandIds: [crypto.randomUUID()] } }),
+            400,
+            'invalid_request_error',
+          );
+          expectProblem(
+            await t.call('DELETE', `/v1/contacts/${md5(email)}/brands/${brands[3]}`),
+            400,
+            'invalid_request_error',
+          );
+          expectProblem(
+            await t.call('POST', `/v1/contacts/${md5('nobody@example.com')}/disable`),
+            404,
+            'not_found_error',
+          );
         } finally {
           await end();
         }
@@ -191,7 +253,9 @@ for (const path of CONTACT_PATHS) {
 
       test('another account’s bulk operation does not hold this account', async () => {
         const [other] = await t.db.sql<{ id: string }[]>`insert into accounts (name) values ('B') returning id`;
-        await t.db.sql`insert into bulk_operations (account_id, id, kind, estimated_end) values (${other!.id}, ${crypto.randomUUID()}, 'contact-import', now() + interval '1 hour')`;
+        await t.db.sql`
+            insert into bulk_operations (account_id, id, kind, estimated_end)
+            values (${other!.id}, ${crypto.randomUUID()}, 'contact-import', now() + interval '1 hour')`;
         expect((await t.call('POST', '/v1/contacts', { body: { email: fresh() } })).status).toBe(201);
       });
     });
@@ -205,7 +269,9 @@ for (const path of CONTACT_PATHS) {
         const isLocked = new Promise<void>((r) => (locked = r));
         const done = t.db.sql.begin(async (tx) => {
           if (withOperationRow) {
-            await tx`insert into bulk_operations (account_id, id, kind, estimated_end) values (${t.accountId}, ${crypto.randomUUID()}, 'contact-import', now() + interval '30 seconds')`;
+            await tx`
+              insert into bulk_operations (account_id, id, kind, estimated_end)
+              values (${t.accountId}, ${crypto.randomUUID()}, 'contact-import', now() + interval '30 seconds')`;
           }
           await tx`select pg_advisory_xact_lock(hashtextextended(${t.accountId}::text, 0))`;
           locked();
@@ -257,7 +323,7 @@ for (const path of CONTACT_PATHS) {
         }
       });
 
-      test('a bulk operation recorded while a write waits for a batch refuses the write when the batch ends', async () => {
+      test('a bulk operation recorded while a write waits for a batch refuses it when the batch ends', async () => {
         // The one-statement writes (src/contacts/fast-path.ts) check for the operation again after the
         // lock with a fresh snapshot; the statement's own snapshot, taken before the wait, would miss it.
         const existing = fresh();
@@ -284,7 +350,10 @@ for (const path of CONTACT_PATHS) {
           }
         }
         expect((await rowOf(t, existing))!.attributes).toEqual({});
-        expect((await t.db.sql`select 1 from contacts where account_id = ${t.accountId} and attributes->>'a1' = 'late'`).length).toBe(0);
+        expect(
+          (await t.db.sql`select 1 from contacts where account_id = ${t.accountId} and attributes->>'a1' = 'late'`)
+            .length,
+        ).toBe(0);
       });
 
       test('a write in flight holds the batch off until it commits', async () => {
@@ -304,7 +373,15 @@ for (const path of CONTACT_PATHS) {
         const write = t.call('PATCH', `/v1/contacts/${md5(email)}`, { body: { attributes: { a1: 'in flight' } } });
         let batch: ReturnType<typeof holdBatchLock> | undefined;
         try {
-          await waitFor(async () => (await t.db.sql`select 1 from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%update contacts%'`).length > 0);
+          await waitFor(
+            async () =>
+              (
+                await t.db.sql`
+                    select 1 from pg_stat_activity
+                    where datname = current_database() and wait_event_type = 'Lock'
+                      and query like '%update contacts%'`
+              ).length > 0,
+          );
           batch = holdBatchLock(true);
           expect(await pendingAfter(batch.isLocked, 400)).toBe(true);
           unlockRow();

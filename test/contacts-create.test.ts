@@ -50,7 +50,14 @@ for (const path of CONTACT_PATHS) {
       test('201 with exactly the Contact fields', async () => {
         const res = await post({ email: '  Ann.Lee@Example.COM ', attributes: { city: 'Oslo' }, brandIds: [brandA] });
         expect(res.status).toBe(201);
-        expect(Object.keys(res.body).sort()).toEqual(['attributes', 'brandIds', 'createdAt', 'email', 'emailMd5', 'enabled']);
+        expect(Object.keys(res.body).sort()).toEqual([
+          'attributes',
+          'brandIds',
+          'createdAt',
+          'email',
+          'emailMd5',
+          'enabled',
+        ]);
         expect(res.body).toMatchObject({
           email: 'Ann.Lee@Example.COM',
           emailMd5: hash('md5', 'ann.lee@example.com'),
@@ -67,21 +74,42 @@ for (const path of CONTACT_PATHS) {
         const email = fresh();
         await create(t, { email });
         const row = await rowOf(t, email);
-        expect(row).toMatchObject({ first_source: 'api', first_import_id: null, first_import_method: null, hard_bounced: false, hard_bounced_at: null });
+        expect(row).toMatchObject({
+          first_source: 'api',
+          first_import_id: null,
+          first_import_method: null,
+          hard_bounced: false,
+          hard_bounced_at: null,
+        });
       });
 
       test('attributes are stored typed from native values and from canonical text', async () => {
         const email = fresh();
-        const res = await post({ email, attributes: { city: 'Bergen', age: '42', vip: 'true', tags: 'a;b\\;c', workEmail: ' Work@Corp.example ' } });
+        const res = await post({
+          email,
+          attributes: { city: 'Bergen', age: '42', vip: 'true', tags: 'a;b\\;c', workEmail: ' Work@Corp.example ' },
+        });
         expect(res.status).toBe(201);
-        expect((await rowOf(t, email))!.attributes).toEqual({ city: 'Bergen', age: 42, vip: true, tags: ['a', 'b;c'], workEmail: 'Work@Corp.example' });
+        expect((await rowOf(t, email))!.attributes).toEqual({
+          city: 'Bergen',
+          age: 42,
+          vip: true,
+          tags: ['a', 'b;c'],
+          workEmail: 'Work@Corp.example',
+        });
         const native = fresh();
         await create(t, { email: native, attributes: { age: -1.5, vip: false, tags: ['x', 'y'], city: 7 } });
         expect((await rowOf(t, native))!.attributes).toEqual({ age: -1.5, vip: false, tags: ['x', 'y'], city: '7' });
       });
 
       test('boolean text accepts yes/no/1/0 in any case; false is kept, not dropped', async () => {
-        for (const [text, value] of [['YES', true], ['no', false], ['1', true], ['0', false], ['False', false]] as const) {
+        for (const [text, value] of [
+          ['YES', true],
+          ['no', false],
+          ['1', true],
+          ['0', false],
+          ['False', false],
+        ] as const) {
           const email = fresh();
           await create(t, { email, attributes: { vip: text } });
           expect((await rowOf(t, email))!.attributes).toEqual({ vip: value });
@@ -96,7 +124,7 @@ for (const path of CONTACT_PATHS) {
         expect(res.body.attributes.CITY).toBeUndefined();
       });
 
-      test('email-type attributes expand into read-only md5, sha256, sha512 and domain of the lowercased address', async () => {
+      test('email-type attributes expand into read-only md5, sha256, sha512 and domain of the address', async () => {
         const res = await post({ email: fresh(), attributes: { workEmail: 'Bob@Corp.Example' } });
         const lower = 'bob@corp.example';
         expect(res.body.attributes).toEqual({
@@ -163,7 +191,8 @@ for (const path of CONTACT_PATHS) {
 
       test('missing or invalid email points at /email', async () => {
         await rejected({ attributes: { city: 'x' } }, '/email');
-        for (const email of ['nope', 'a@b', 'a b@example.com', 'a@@example.com', `${'x'.repeat(250)}@example.com`]) await rejected({ email }, '/email');
+        for (const email of ['nope', 'a@b', 'a b@example.com', 'a@@example.com', `${'x'.repeat(250)}@example.com`])
+          await rejected({ email }, '/email');
       });
 
       test('unknown attribute: /attributes/<name>', async () => {
@@ -176,11 +205,19 @@ for (const path of CONTACT_PATHS) {
       });
 
       test('Email and Brand are rejected case-insensitively', async () => {
-        for (const key of ['Email', 'email', 'EMAIL', 'Brand', 'brand', 'BRAND']) await rejected({ email: fresh(), attributes: { [key]: 'x' } }, `/attributes/${key}`);
+        for (const key of ['Email', 'email', 'EMAIL', 'Brand', 'brand', 'BRAND'])
+          await rejected({ email: fresh(), attributes: { [key]: 'x' } }, `/attributes/${key}`);
       });
 
       test('derived name:subKey keys are rejected, of custom and predefined email attributes', async () => {
-        for (const key of ['workEmail:md5', 'workemail:SHA256', 'workEmail:sha512', 'workEmail:domain', 'email:md5', 'Email:domain']) {
+        for (const key of [
+          'workEmail:md5',
+          'workemail:SHA256',
+          'workEmail:sha512',
+          'workEmail:domain',
+          'email:md5',
+          'Email:domain',
+        ]) {
           const p = await rejected({ email: fresh(), attributes: { [key]: 'x' } }, `/attributes/${key}`);
           expect(p.detail).toContain('read-only');
         }
@@ -219,12 +256,17 @@ for (const path of CONTACT_PATHS) {
           ['city', 'a\ud800b'],
           ['tags', ['ok', 'x\u0000']],
         ];
-        for (const [name, value] of cases) await rejected({ email: fresh(), attributes: { [name]: value } }, `/attributes/${name}`);
+        for (const [name, value] of cases)
+          await rejected({ email: fresh(), attributes: { [name]: value } }, `/attributes/${name}`);
       });
 
       test('every attribute problem is listed', async () => {
         const p = await rejected({ email: fresh(), attributes: { nope: 1, age: 'x', brand: 'y' } }, '/attributes/nope');
-        expect(p.errors.map((e: { pointer: string }) => e.pointer)).toEqual(['/attributes/nope', '/attributes/age', '/attributes/brand']);
+        expect(p.errors.map((e: { pointer: string }) => e.pointer)).toEqual([
+          '/attributes/nope',
+          '/attributes/age',
+          '/attributes/brand',
+        ]);
       });
 
       test('attributes must be an object', async () => {
@@ -257,15 +299,25 @@ for (const path of CONTACT_PATHS) {
       test('a body that is not a JSON object, or not JSON', async () => {
         expectProblem(await post([1]), 400, 'invalid_request_error');
         expectProblem(await t.call('POST', '/v1/contacts'), 400, 'invalid_request_error');
-        expectProblem(await t.call('POST', '/v1/contacts', { raw: '{"email":', headers: { 'content-type': 'application/json' } }), 400, 'invalid_request_error');
+        expectProblem(
+          await t.call('POST', '/v1/contacts', { raw: '{"email":', headers: { 'content-type': 'application/json' } }),
+          400,
+          'invalid_request_error',
+        );
       });
     });
 
     describe('POST /v1/contacts: seeds, keys and scopes', () => {
       test('an email of a seed address is 409 contact_exists, with or without a strategy', async () => {
         const email = 'Seed@Example.com';
-        await t.db.sql`insert into seed_addresses (account_id, email_md5, email) values (${t.accountId}, ${md5ToUuid(md5(email))}, ${email})`;
-        for (const extra of [{}, { duplicateContactStrategy: 'overwrite' }, { duplicateContactStrategy: 'skip', restoreDisabled: true }]) {
+        await t.db.sql`
+            insert into seed_addresses (account_id, email_md5, email)
+            values (${t.accountId}, ${md5ToUuid(md5(email))}, ${email})`;
+        for (const extra of [
+          {},
+          { duplicateContactStrategy: 'overwrite' },
+          { duplicateContactStrategy: 'skip', restoreDisabled: true },
+        ]) {
           expectProblem(await post({ email: 'seed@example.com', ...extra }), 409, 'contact_exists');
         }
         expect(await rowOf(t, email)).toBeUndefined();

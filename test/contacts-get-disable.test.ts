@@ -33,9 +33,13 @@ for (const path of CONTACT_PATHS) {
     afterAll(() => t.close());
 
     describe('GET /v1/contacts/{emailMd5}', () => {
-      test('returns the Contact; attributes in schema order with derived keys after their email attribute', async () => {
+      test('returns the Contact; attributes in schema order, derived keys after their email attribute', async () => {
         const email = fresh();
-        const created = await create(t, { email, attributes: { alpha: 3, zeta: 'z', home: 'Me@Home.Example', opt: false }, brandIds: [brand] });
+        const created = await create(t, {
+          email,
+          attributes: { alpha: 3, zeta: 'z', home: 'Me@Home.Example', opt: false },
+          brandIds: [brand],
+        });
         const res = await t.call('GET', `/v1/contacts/${md5(email)}`);
         expect(res.status).toBe(200);
         expect(res.body).toEqual(created);
@@ -61,7 +65,12 @@ for (const path of CONTACT_PATHS) {
       });
 
       test('a malformed emailMd5 is 400 with the parameter named', async () => {
-        for (const bad of ['123', 'z'.repeat(32), `${'a'.repeat(32)}0`, `${md5('x@y.z').slice(0, 8)}-${md5('x@y.z').slice(8)}`]) {
+        for (const bad of [
+          '123',
+          'z'.repeat(32),
+          `${'a'.repeat(32)}0`,
+          `${md5('x@y.z').slice(0, 8)}-${md5('x@y.z').slice(8)}`,
+        ]) {
           const p = expectProblem(await t.call('GET', `/v1/contacts/${bad}`), 400, 'invalid_request_error');
           expect(p.errors?.[0]?.parameter).toBe('emailMd5');
         }
@@ -72,7 +81,11 @@ for (const path of CONTACT_PATHS) {
         const email = fresh();
         await create(t, { email });
         const [other] = await t.db.sql<{ id: string }[]>`insert into accounts (name) values ('B') returning id`;
-        expectProblem(await t.call('GET', `/v1/contacts/${md5(email)}`, { key: await createKey(t.db.sql, other!.id) }), 404, 'not_found_error');
+        expectProblem(
+          await t.call('GET', `/v1/contacts/${md5(email)}`, { key: await createKey(t.db.sql, other!.id) }),
+          404,
+          'not_found_error',
+        );
       });
 
       test('brandIds include deleted brands', async () => {
@@ -84,7 +97,11 @@ for (const path of CONTACT_PATHS) {
       });
 
       test('401 without a key; 403 without contacts:read', async () => {
-        expectProblem(await t.call('GET', `/v1/contacts/${md5('a@b.example')}`, { key: null }), 401, 'authentication_error');
+        expectProblem(
+          await t.call('GET', `/v1/contacts/${md5('a@b.example')}`, { key: null }),
+          401,
+          'authentication_error',
+        );
         const key = await createKey(t.db.sql, t.accountId, ['brands:read']);
         expectProblem(await t.call('GET', `/v1/contacts/${md5('a@b.example')}`, { key }), 403, 'permission_error');
       });
@@ -133,7 +150,11 @@ for (const path of CONTACT_PATHS) {
       });
 
       test('404 for an unknown contact; 400 for a malformed emailMd5', async () => {
-        expectProblem(await t.call('POST', `/v1/contacts/${md5('nobody@example.com')}/disable`), 404, 'not_found_error');
+        expectProblem(
+          await t.call('POST', `/v1/contacts/${md5('nobody@example.com')}/disable`),
+          404,
+          'not_found_error',
+        );
         expectProblem(await t.call('POST', '/v1/contacts/nothex/disable'), 400, 'invalid_request_error');
       });
 

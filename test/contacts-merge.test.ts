@@ -38,7 +38,12 @@ for (const path of CONTACT_PATHS) {
   describe(`${path} path`, () => {
     beforeAll(async () => {
       t = await contactTestApp(path);
-      for (const [name, type] of [['city', 'string'], ['age', 'number'], ['vip', 'boolean'], ['tags', 'array']] as const) {
+      for (const [name, type] of [
+        ['city', 'string'],
+        ['age', 'number'],
+        ['vip', 'boolean'],
+        ['tags', 'array'],
+      ] as const) {
         await createAttribute(t.db.sql, t.accountId, name, type);
       }
       b1 = await createBrand(t.db.sql, t.accountId, 'One');
@@ -56,9 +61,14 @@ for (const path of CONTACT_PATHS) {
         expect(await newEvents(email)).toEqual([]);
       });
 
-      test('overwrite: sent attributes set or replaced, others kept; brandIds added; events for new brands only', async () => {
+      test('overwrite: sent attributes set or replaced, rest kept; brandIds added; events of new brands', async () => {
         const email = await existing();
-        const res = await post({ email, duplicateContactStrategy: 'overwrite', attributes: { city: 'Rome', vip: false }, brandIds: [b1, b2] });
+        const res = await post({
+          email,
+          duplicateContactStrategy: 'overwrite',
+          attributes: { city: 'Rome', vip: false },
+          brandIds: [b1, b2],
+        });
         expect(res.status).toBe(200);
         expect(res.body.attributes).toEqual({ city: 'Rome', age: 30, vip: false });
         expect(res.body.brandIds).toEqual([b1, b2]);
@@ -68,7 +78,12 @@ for (const path of CONTACT_PATHS) {
 
       test('overwrite with overwriteBrands: brandIds replace the brands', async () => {
         const email = await existing();
-        const res = await post({ email, duplicateContactStrategy: 'overwrite', overwriteBrands: true, brandIds: [b3, b2] });
+        const res = await post({
+          email,
+          duplicateContactStrategy: 'overwrite',
+          overwriteBrands: true,
+          brandIds: [b3, b2],
+        });
         expect(res.status).toBe(200);
         expect(res.body.brandIds).toEqual([b3, b2]);
         expect(await newEvents(email)).toEqual([b3, b2]);
@@ -83,7 +98,12 @@ for (const path of CONTACT_PATHS) {
 
       test('overwrite with overwriteBrands but no brandIds leaves the brands alone', async () => {
         const email = await existing();
-        const res = await post({ email, duplicateContactStrategy: 'overwrite', overwriteBrands: true, attributes: { age: 31 } });
+        const res = await post({
+          email,
+          duplicateContactStrategy: 'overwrite',
+          overwriteBrands: true,
+          attributes: { age: 31 },
+        });
         expect(res.body.brandIds).toEqual([b1]);
         expect(res.body.attributes).toEqual({ city: 'Oslo', age: 31 });
       });
@@ -97,14 +117,25 @@ for (const path of CONTACT_PATHS) {
 
       test('overwrite with publishBrandSubscribeEvents false adds brands without events', async () => {
         const email = await existing();
-        const res = await post({ email, duplicateContactStrategy: 'overwrite', brandIds: [b2], publishBrandSubscribeEvents: false });
+        const res = await post({
+          email,
+          duplicateContactStrategy: 'overwrite',
+          brandIds: [b2],
+          publishBrandSubscribeEvents: false,
+        });
         expect(res.body.brandIds).toEqual([b1, b2]);
         expect(await newEvents(email)).toEqual([]);
       });
 
       test('keep: only blank attributes are filled; brandIds added; overwriteBrands is ignored', async () => {
         const email = await existing();
-        const res = await post({ email, duplicateContactStrategy: 'keep', overwriteBrands: true, attributes: { city: 'Rome', vip: 'yes', tags: ['x'] }, brandIds: [b2] });
+        const res = await post({
+          email,
+          duplicateContactStrategy: 'keep',
+          overwriteBrands: true,
+          attributes: { city: 'Rome', vip: 'yes', tags: ['x'] },
+          brandIds: [b2],
+        });
         expect(res.status).toBe(200);
         expect(res.body.attributes).toEqual({ city: 'Oslo', age: 30, vip: true, tags: ['x'] });
         expect(res.body.brandIds).toEqual([b1, b2]);
@@ -114,7 +145,13 @@ for (const path of CONTACT_PATHS) {
       test('skip: the contact is left as is and returned with 200; brands untouched, no events', async () => {
         const email = await existing();
         const before = await rowOf(t, email);
-        const res = await post({ email, duplicateContactStrategy: 'skip', overwriteBrands: true, attributes: { city: 'Rome', vip: true }, brandIds: [b2] });
+        const res = await post({
+          email,
+          duplicateContactStrategy: 'skip',
+          overwriteBrands: true,
+          attributes: { city: 'Rome', vip: true },
+          brandIds: [b2],
+        });
         expect(res.status).toBe(200);
         expect(res.body.attributes).toEqual({ city: 'Oslo', age: 30 });
         expect(res.body.brandIds).toEqual([b1]);
@@ -124,7 +161,12 @@ for (const path of CONTACT_PATHS) {
 
       test('restoreDisabled on an enabled contact changes nothing about the strategy', async () => {
         const email = await existing();
-        const res = await post({ email, duplicateContactStrategy: 'keep', restoreDisabled: true, attributes: { city: 'Rome' } });
+        const res = await post({
+          email,
+          duplicateContactStrategy: 'keep',
+          restoreDisabled: true,
+          attributes: { city: 'Rome' },
+        });
         expect(res.status).toBe(200);
         expect(res.body).toMatchObject({ enabled: true, attributes: { city: 'Oslo', age: 30 } });
       });
@@ -132,14 +174,23 @@ for (const path of CONTACT_PATHS) {
       test('a merge that changes nothing does not rewrite the row', async () => {
         const email = await existing();
         const before = await t.db.sql`select updated_at from contacts where email = ${email}`;
-        const res = await post({ email, duplicateContactStrategy: 'overwrite', attributes: { city: 'Oslo' }, brandIds: [b1] });
+        const res = await post({
+          email,
+          duplicateContactStrategy: 'overwrite',
+          attributes: { city: 'Oslo' },
+          brandIds: [b1],
+        });
         expect(res.status).toBe(200);
         expect(await t.db.sql`select updated_at from contacts where email = ${email}`).toEqual(before);
       });
 
       test('the identity is case-insensitive; the email stays as first sent', async () => {
         const email = await existing();
-        const res = await post({ email: ` ${email.toUpperCase()} `, duplicateContactStrategy: 'overwrite', attributes: { age: 1 } });
+        const res = await post({
+          email: ` ${email.toUpperCase()} `,
+          duplicateContactStrategy: 'overwrite',
+          attributes: { age: 1 },
+        });
         expect(res.status).toBe(200);
         expect(res.body.email).toBe(email);
         expect(res.body.emailMd5).toBe(md5(email));
@@ -148,10 +199,17 @@ for (const path of CONTACT_PATHS) {
       test('hidden fields are never changed by a merge', async () => {
         const email = await existing();
         const importId = crypto.randomUUID();
-        await t.db.sql`update contacts set hard_bounced = true, hard_bounced_at = '2020-01-01', created_at = '2019-05-05',
-          first_source = 'import', first_import_id = ${importId}, first_import_method = 'manual' where email = ${email}`;
+        await t.db
+          .sql`update contacts set hard_bounced = true, hard_bounced_at = '2020-01-01', created_at = '2019-05-05',
+          first_source = 'import', first_import_id = ${importId}, first_import_method = 'manual'
+          where email = ${email}`;
         for (const body of [
-          { duplicateContactStrategy: 'overwrite', attributes: { city: 'Rome' }, overwriteBrands: true, brandIds: [b2] },
+          {
+            duplicateContactStrategy: 'overwrite',
+            attributes: { city: 'Rome' },
+            overwriteBrands: true,
+            brandIds: [b2],
+          },
           { duplicateContactStrategy: 'keep', attributes: { vip: true } },
         ]) {
           const res = await post({ email, ...body });
@@ -183,7 +241,8 @@ for (const path of CONTACT_PATHS) {
     describe('existing disabled contact', () => {
       for (const strategy of [undefined, 'overwrite', 'keep', 'skip']) {
         for (const restoreDisabled of [undefined, false]) {
-          test(`strategy ${strategy ?? 'omitted'}, restoreDisabled ${restoreDisabled}: 409 contact_exists, stays disabled`, async () => {
+          const name = `strategy ${strategy ?? 'omitted'}, restoreDisabled ${restoreDisabled}`;
+          test(`${name}: 409 contact_exists, stays disabled`, async () => {
             const email = await existing({ disabled: true });
             const before = await rowOf(t, email);
             const body: Record<string, unknown> = { email, attributes: { city: 'Rome' }, brandIds: [b2] };
@@ -198,7 +257,13 @@ for (const path of CONTACT_PATHS) {
 
       test('restore with overwrite: enabled; attributes and brands as for overwrite', async () => {
         const email = await existing({ disabled: true });
-        const res = await post({ email, restoreDisabled: true, duplicateContactStrategy: 'overwrite', attributes: { city: 'Rome' }, brandIds: [b2] });
+        const res = await post({
+          email,
+          restoreDisabled: true,
+          duplicateContactStrategy: 'overwrite',
+          attributes: { city: 'Rome' },
+          brandIds: [b2],
+        });
         expect(res.status).toBe(200);
         expect(res.body).toMatchObject({ enabled: true, attributes: { city: 'Rome', age: 30 }, brandIds: [b1, b2] });
         expect(await newEvents(email)).toEqual([b2]);
@@ -206,22 +271,44 @@ for (const path of CONTACT_PATHS) {
 
       test('restore with overwrite and overwriteBrands: brands replaced', async () => {
         const email = await existing({ disabled: true });
-        const res = await post({ email, restoreDisabled: true, duplicateContactStrategy: 'overwrite', overwriteBrands: true, brandIds: [b2] });
+        const res = await post({
+          email,
+          restoreDisabled: true,
+          duplicateContactStrategy: 'overwrite',
+          overwriteBrands: true,
+          brandIds: [b2],
+        });
         expect(res.body).toMatchObject({ enabled: true, brandIds: [b2] });
         expect(await newEvents(email)).toEqual([b2]);
       });
 
       test('restore with keep: enabled; blanks filled, values kept; brands added', async () => {
         const email = await existing({ disabled: true });
-        const res = await post({ email, restoreDisabled: true, duplicateContactStrategy: 'keep', attributes: { city: 'Rome', vip: false }, brandIds: [b1, b3] });
+        const res = await post({
+          email,
+          restoreDisabled: true,
+          duplicateContactStrategy: 'keep',
+          attributes: { city: 'Rome', vip: false },
+          brandIds: [b1, b3],
+        });
         expect(res.status).toBe(200);
-        expect(res.body).toMatchObject({ enabled: true, attributes: { city: 'Oslo', age: 30, vip: false }, brandIds: [b1, b3] });
+        expect(res.body).toMatchObject({
+          enabled: true,
+          attributes: { city: 'Oslo', age: 30, vip: false },
+          brandIds: [b1, b3],
+        });
         expect(await newEvents(email)).toEqual([b3]);
       });
 
-      test('restore with skip: only the attributes sent are kept, others cleared; brands replaced by brandIds', async () => {
+      test('restore with skip: only the attributes sent are kept, others cleared; brands become brandIds', async () => {
         const email = await existing({ disabled: true });
-        const res = await post({ email, restoreDisabled: true, duplicateContactStrategy: 'skip', attributes: { vip: true, city: '' }, brandIds: [b2, b3] });
+        const res = await post({
+          email,
+          restoreDisabled: true,
+          duplicateContactStrategy: 'skip',
+          attributes: { vip: true, city: '' },
+          brandIds: [b2, b3],
+        });
         expect(res.status).toBe(200);
         expect(res.body).toMatchObject({ enabled: true, attributes: { vip: true }, brandIds: [b2, b3] });
         expect((await rowOf(t, email))!.attributes).toEqual({ vip: true });
@@ -237,14 +324,26 @@ for (const path of CONTACT_PATHS) {
 
       test('restore with skip and brandIds keeping one: only the new brand gets an event', async () => {
         const email = await existing({ disabled: true });
-        const res = await post({ email, restoreDisabled: true, duplicateContactStrategy: 'skip', brandIds: [b1, b2], publishBrandSubscribeEvents: true });
+        const res = await post({
+          email,
+          restoreDisabled: true,
+          duplicateContactStrategy: 'skip',
+          brandIds: [b1, b2],
+          publishBrandSubscribeEvents: true,
+        });
         expect(res.body.brandIds).toEqual([b1, b2]);
         expect(await newEvents(email)).toEqual([b2]);
       });
 
       test('restore with publishBrandSubscribeEvents false: no events', async () => {
         const email = await existing({ disabled: true });
-        const res = await post({ email, restoreDisabled: true, duplicateContactStrategy: 'overwrite', brandIds: [b2], publishBrandSubscribeEvents: false });
+        const res = await post({
+          email,
+          restoreDisabled: true,
+          duplicateContactStrategy: 'overwrite',
+          brandIds: [b2],
+          publishBrandSubscribeEvents: false,
+        });
         expect(res.body).toMatchObject({ enabled: true, brandIds: [b1, b2] });
         expect(await newEvents(email)).toEqual([]);
       });
@@ -254,7 +353,11 @@ for (const path of CONTACT_PATHS) {
         const before = await rowOf(t, email);
         const res = await post({ email, restoreDisabled: true, duplicateContactStrategy: 'skip' });
         expect(res.body.createdAt).toBe(before!.created_at.toISOString());
-        expect(await rowOf(t, email)).toMatchObject({ created_at: before!.created_at, first_source: 'api', hard_bounced: false });
+        expect(await rowOf(t, email)).toMatchObject({
+          created_at: before!.created_at,
+          first_source: 'api',
+          hard_bounced: false,
+        });
       });
     });
 

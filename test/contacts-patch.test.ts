@@ -25,13 +25,20 @@ async function contact() {
   await create(t, { email, attributes: { city: 'Oslo', age: 30, tags: ['a'] }, brandIds: [brand] });
   return email;
 }
-const patch = (email: string, body: unknown, key?: string | null) => t.call('PATCH', `/v1/contacts/${md5(email)}`, { body, key });
+const patch = (email: string, body: unknown, key?: string | null) =>
+  t.call('PATCH', `/v1/contacts/${md5(email)}`, { body, key });
 
 for (const path of CONTACT_PATHS) {
   describe(`${path} path`, () => {
     beforeAll(async () => {
       t = await contactTestApp(path);
-      for (const [name, type] of [['city', 'string'], ['age', 'number'], ['vip', 'boolean'], ['tags', 'array'], ['alt', 'email']] as const) {
+      for (const [name, type] of [
+        ['city', 'string'],
+        ['age', 'number'],
+        ['vip', 'boolean'],
+        ['tags', 'array'],
+        ['alt', 'email'],
+      ] as const) {
         await createAttribute(t.db.sql, t.accountId, name, type);
       }
       brand = await createBrand(t.db.sql, t.accountId, 'Brand');
@@ -43,7 +50,13 @@ for (const path of CONTACT_PATHS) {
         const email = await contact();
         const res = await patch(email, { attributes: { city: 'Rome', age: null, vip: 'false', tags: ['x', 'y'] } });
         expect(res.status).toBe(200);
-        expect(res.body).toMatchObject({ email, emailMd5: md5(email), enabled: true, brandIds: [brand], attributes: { city: 'Rome', vip: false, tags: ['x', 'y'] } });
+        expect(res.body).toMatchObject({
+          email,
+          emailMd5: md5(email),
+          enabled: true,
+          brandIds: [brand],
+          attributes: { city: 'Rome', vip: false, tags: ['x', 'y'] },
+        });
         expect(res.body.attributes).not.toHaveProperty('age');
         expect((await rowOf(t, email))!.attributes).toEqual({ city: 'Rome', vip: false, tags: ['x', 'y'] });
         expect((await t.call('GET', `/v1/contacts/${md5(email)}`)).body).toEqual(res.body);
@@ -53,7 +66,12 @@ for (const path of CONTACT_PATHS) {
         const email = await contact();
         const res = await patch(email, { attributes: { AGE: '41.5', Tags: 'p;q', alt: 'Me@Alt.Example' } });
         expect(res.status).toBe(200);
-        expect((await rowOf(t, email))!.attributes).toEqual({ city: 'Oslo', age: 41.5, tags: ['p', 'q'], alt: 'Me@Alt.Example' });
+        expect((await rowOf(t, email))!.attributes).toEqual({
+          city: 'Oslo',
+          age: 41.5,
+          tags: ['p', 'q'],
+          alt: 'Me@Alt.Example',
+        });
         expect(res.body.attributes['alt:domain']).toBe('alt.example');
         expect(res.body.attributes['alt:sha256']).toBe(hash('sha256', 'me@alt.example'));
       });
@@ -74,7 +92,9 @@ for (const path of CONTACT_PATHS) {
 
       test('uppercase emailMd5 addresses the same contact', async () => {
         const email = await contact();
-        const res = await t.call('PATCH', `/v1/contacts/${md5(email).toUpperCase()}`, { body: { attributes: { city: 'Lima' } } });
+        const res = await t.call('PATCH', `/v1/contacts/${md5(email).toUpperCase()}`, {
+          body: { attributes: { city: 'Lima' } },
+        });
         expect(res.status).toBe(200);
         expect(res.body.emailMd5).toBe(md5(email));
       });
@@ -91,7 +111,11 @@ for (const path of CONTACT_PATHS) {
         const before = await rowOf(t, email);
         await patch(email, { attributes: { city: 'Lima' } });
         const after = await rowOf(t, email);
-        expect({ ...after, attributes: null, updated_at: null }).toEqual({ ...before, attributes: null, updated_at: null } as never);
+        expect({ ...after, attributes: null, updated_at: null }).toEqual({
+          ...before,
+          attributes: null,
+          updated_at: null,
+        } as never);
         expect(await eventsOf(t, email)).toEqual([brand]);
       });
 
@@ -130,7 +154,8 @@ for (const path of CONTACT_PATHS) {
       });
 
       test('the identity email and the brand attribute, in any case', async () => {
-        for (const key of ['Email', 'email', 'Brand', 'BRAND']) await rejected({ attributes: { [key]: 'x' } }, `/attributes/${key}`);
+        for (const key of ['Email', 'email', 'Brand', 'BRAND'])
+          await rejected({ attributes: { [key]: 'x' } }, `/attributes/${key}`);
         await rejected({ attributes: { Email: null } }, '/attributes/Email');
       });
 
@@ -169,7 +194,11 @@ for (const path of CONTACT_PATHS) {
 
       test('a malformed emailMd5 is 400 naming the path parameter', async () => {
         for (const bad of ['xyz', 'g'.repeat(32), 'a'.repeat(31), 'a'.repeat(33)]) {
-          const p = expectProblem(await t.call('PATCH', `/v1/contacts/${bad}`, { body: { attributes: {} } }), 400, 'invalid_request_error');
+          const p = expectProblem(
+            await t.call('PATCH', `/v1/contacts/${bad}`, { body: { attributes: {} } }),
+            400,
+            'invalid_request_error',
+          );
           expect(p.errors?.[0]?.parameter).toBe('emailMd5');
         }
       });

@@ -12,14 +12,26 @@ export async function eventsOf(t: TestApp, email: string): Promise<string[]> {
     select e.brand_id, e.source, e.import_id
     from brand_subscribe_events e cross join lateral unnest(e.email_md5s) as m(email_md5)
     where e.account_id = ${t.accountId} and m.email_md5 = ${md5ToUuid(md5(email))} order by e.id`;
-  for (const r of rows) if (r.source !== 'api' || r.import_id !== null) throw new Error(`unexpected event source ${r.source}`);
+  for (const r of rows)
+    if (r.source !== 'api' || r.import_id !== null) throw new Error(`unexpected event source ${r.source}`);
   return rows.map((r) => r.brand_id);
 }
 
 /** The stored row, hidden fields included. */
 export async function rowOf(t: TestApp, email: string) {
   const [row] = await t.db.sql<
-    { email: string; attributes: Record<string, unknown>; brand_ids: string[]; enabled: boolean; created_at: Date; hard_bounced: boolean; hard_bounced_at: Date | null; first_source: string; first_import_id: string | null; first_import_method: string | null }[]
+    {
+      email: string;
+      attributes: Record<string, unknown>;
+      brand_ids: string[];
+      enabled: boolean;
+      created_at: Date;
+      hard_bounced: boolean;
+      hard_bounced_at: Date | null;
+      first_source: string;
+      first_import_id: string | null;
+      first_import_method: string | null;
+    }[]
   >`select * from contacts where account_id = ${t.accountId} and email_md5 = ${md5ToUuid(md5(email))}`;
   return row;
 }
@@ -37,11 +49,16 @@ export async function create(t: TestApp, body: Record<string, unknown>) {
 
 export async function disable(t: TestApp, email: string) {
   const res = await t.call('POST', `/v1/contacts/${md5(email)}/disable`);
-  if (res.status !== 200 || res.body.enabled !== false) throw new Error(`disable failed: ${res.status} ${JSON.stringify(res.body)}`);
+  if (res.status !== 200 || res.body.enabled !== false)
+    throw new Error(`disable failed: ${res.status} ${JSON.stringify(res.body)}`);
 }
 
 /** A running bulk operation of the account, as an import or `attribute create` would record it. */
-export async function startBulkOperation(t: TestApp, kind: 'contact-import' | 'schema-change', secondsLeft: number): Promise<() => Promise<void>> {
+export async function startBulkOperation(
+  t: TestApp,
+  kind: 'contact-import' | 'schema-change',
+  secondsLeft: number,
+): Promise<() => Promise<void>> {
   const id = crypto.randomUUID();
   await t.db.sql`insert into bulk_operations (account_id, id, kind, estimated_end)
                  values (${t.accountId}, ${id}, ${kind}, now() + make_interval(secs => ${secondsLeft}))`;

@@ -53,10 +53,19 @@ export class AttributeSchema {
     const lower = key.toLowerCase();
     const found = this.byLower.get(lower);
     if (found) return found;
-    if (lower === 'email') return 'Email is the contact’s identity: it is set once by the create request’s email field and is not writable as an attribute.';
-    if (lower === 'brand') return 'Brand is not writable as an attribute: manage brands with brandIds and the contact brands endpoints.';
+    if (lower === 'email')
+      return (
+        'Email is the contact’s identity: it is set once by the create request’s email field ' +
+        'and is not writable as an attribute.'
+      );
+    if (lower === 'brand')
+      return 'Brand is not writable as an attribute: manage brands with brandIds and the contact brands endpoints.';
     const colon = lower.lastIndexOf(':');
-    if (colon > 0 && this.emailNames.has(lower.slice(0, colon)) && (DERIVED_SUB_KEYS as readonly string[]).includes(lower.slice(colon + 1))) {
+    if (
+      colon > 0 &&
+      this.emailNames.has(lower.slice(0, colon)) &&
+      (DERIVED_SUB_KEYS as readonly string[]).includes(lower.slice(colon + 1))
+    ) {
       return `${key} is a derived sub-attribute: it is computed from the email attribute and is read-only.`;
     }
     return unknownAttribute(key);
@@ -113,7 +122,13 @@ export class AttributeSchema {
     // are never removed, so this is a safeguard): shown when they are of some attribute type.
     for (const [name, value] of Object.entries(stored)) {
       if (Object.hasOwn(out, name) || this.byLower.has(name.toLowerCase())) continue;
-      if (typeof value === 'string' || typeof value === 'boolean' || isValueOf('number', value) || isValueOf('array', value)) out[name] = value;
+      if (
+        typeof value === 'string' ||
+        typeof value === 'boolean' ||
+        isValueOf('number', value) ||
+        isValueOf('array', value)
+      )
+        out[name] = value;
     }
     return out;
   }

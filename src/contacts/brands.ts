@@ -29,7 +29,13 @@ export async function listContactBrands(sql: Sql, accountId: string, md5: string
  * Adds the brands the contact does not have yet. The row lock serialises concurrent additions, so
  * none is lost and each new brand gets exactly one event.
  */
-export async function addContactBrands(sql: Sql, accountId: string, md5: string, sent: readonly string[], publish: boolean): Promise<ContactBrandList> {
+export async function addContactBrands(
+  sql: Sql,
+  accountId: string,
+  md5: string,
+  sent: readonly string[],
+  publish: boolean,
+): Promise<ContactBrandList> {
   await requireContact(sql, accountId, md5);
   const ids = distinctIds(sent);
   await assertBrandIds(sql, accountId, ids);
@@ -49,7 +55,8 @@ export async function addContactBrands(sql: Sql, accountId: string, md5: string,
 export async function removeContactBrand(sql: Sql, accountId: string, md5: string, brandId: string): Promise<void> {
   const id = brandId.toLowerCase();
   const contact = await requireContact(sql, accountId, md5);
-  if ((await unknownBrandIds(sql, accountId, [id])).length) throw invalidParameter('brandId', `Not a brand in this account: ${brandId}.`);
+  if ((await unknownBrandIds(sql, accountId, [id])).length)
+    throw invalidParameter('brandId', `Not a brand in this account: ${brandId}.`);
   const notAssigned = () => invalidParameter('brandId', `The contact is not assigned to brand ${brandId}.`);
   if (!contact.brand_ids.includes(id)) throw notAssigned();
   await withContactWrite(sql, accountId, async (tx) => {

@@ -143,7 +143,12 @@ export class ContactFastPath {
     return false;
   }
 
-  private settle(claim: KeyClaim, row: (Versions & Partial<ContactRow>) | undefined, version: number, schema: AttributeSchema): ContactBody | undefined {
+  private settle(
+    claim: KeyClaim,
+    row: (Versions & Partial<ContactRow>) | undefined,
+    version: number,
+    schema: AttributeSchema,
+  ): ContactBody | undefined {
     if (!row || !this.keyCurrent(claim, row)) return undefined;
     if (row.schema_version !== version) this.schemas.delete(claim.auth.accountId);
     return row.email_md5 ? toContact(row as ContactRow, schema) : undefined;

@@ -39,11 +39,15 @@ function brandAssignmentRoutes({ sql }: Deps, segment: 'brands' | 'subscriptions
   const deprecated = segment === 'subscriptions';
   const note = deprecated ? ' (deprecated alternate of /brands)' : '';
   return new Elysia({ prefix: '/v1/contacts', detail: { tags: ['Contacts'] } })
-    .get(`/:emailMd5/${segment}`, ({ request, params }) => listContactBrands(sql, authOf(request).accountId, params.emailMd5), {
-      params: EmailMd5Params,
-      response: { 200: ContactBrands, ...errorResponses(400, 404) },
-      detail: { summary: `List the contact's brands${note}`, deprecated },
-    })
+    .get(
+      `/:emailMd5/${segment}`,
+      ({ request, params }) => listContactBrands(sql, authOf(request).accountId, params.emailMd5),
+      {
+        params: EmailMd5Params,
+        response: { 200: ContactBrands, ...errorResponses(400, 404) },
+        detail: { summary: `List the contact's brands${note}`, deprecated },
+      },
+    )
     .post(
       `/:emailMd5/${segment}`,
       ({ request, params, body }) =>
@@ -94,7 +98,10 @@ function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath | undefined)
         },
         body: CreateContactBody,
         response: { 200: Contact, 201: Contact, ...errorResponses(400, 409) },
-        detail: { summary: 'Create a contact, or merge into an existing one', description: '201 when created; 200 when merged or skipped.' },
+        detail: {
+          summary: 'Create a contact, or merge into an existing one',
+          description: '201 when created; 200 when merged or skipped.',
+        },
       },
     )
     .get(
@@ -135,13 +142,20 @@ function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath | undefined)
         detail: { summary: 'Update attributes (RFC 7386 merge patch)' },
       },
     )
-    .post('/:emailMd5/disable', ({ request, params }) => disableContact(sql, authOf(request).accountId, params.emailMd5), {
-      transform: ({ body }) => assertBodyShape(body, BODY_FIELDS.disable, true),
-      params: EmailMd5Params,
-      body: DisableContactBody,
-      response: { 200: Contact, ...errorResponses(400, 404, 409) },
-      detail: { summary: 'Disable a contact', description: 'No body (an empty JSON object is accepted). Idempotent.' },
-    });
+    .post(
+      '/:emailMd5/disable',
+      ({ request, params }) => disableContact(sql, authOf(request).accountId, params.emailMd5),
+      {
+        transform: ({ body }) => assertBodyShape(body, BODY_FIELDS.disable, true),
+        params: EmailMd5Params,
+        body: DisableContactBody,
+        response: { 200: Contact, ...errorResponses(400, 404, 409) },
+        detail: {
+          summary: 'Disable a contact',
+          description: 'No body (an empty JSON object is accepted). Idempotent.',
+        },
+      },
+    );
 }
 
 export function contactRoutes(deps: Deps, fast: ContactFastPath | undefined) {

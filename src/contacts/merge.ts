@@ -24,12 +24,18 @@ export type MergeOutcome =
   | { kind: 'update'; next: StoredState; addedBrandIds: string[] };
 
 /** Existing brands first, in their order, then the new ones in the order sent. */
-export const unionOf = (current: readonly string[], sent: readonly string[]) => [...current, ...sent.filter((id) => !current.includes(id))];
+export const unionOf = (current: readonly string[], sent: readonly string[]) => [
+  ...current,
+  ...sent.filter((id) => !current.includes(id)),
+];
 
 const sameAttributes = (a: Attributes, b: Attributes) => {
   const keys = Object.keys(a);
   // Own keys only: `in` also finds what every object inherits (`toString`, `constructor`, …).
-  return keys.length === Object.keys(b).length && keys.every((k) => Object.hasOwn(b, k) && JSON.stringify(a[k]) === JSON.stringify(b[k]));
+  return (
+    keys.length === Object.keys(b).length &&
+    keys.every((k) => Object.hasOwn(b, k) && JSON.stringify(a[k]) === JSON.stringify(b[k]))
+  );
 };
 
 /**
@@ -38,10 +44,19 @@ const sameAttributes = (a: Attributes, b: Attributes) => {
  */
 export function mergeInto(stored: StoredState, req: MergeRequest): MergeOutcome {
   if (!stored.enabled && !req.restoreDisabled) {
-    return { kind: 'conflict', detail: 'A disabled contact has this email. Send restoreDisabled: true with a duplicateContactStrategy to enable it again.' };
+    return {
+      kind: 'conflict',
+      detail:
+        'A disabled contact has this email. ' +
+        'Send restoreDisabled: true with a duplicateContactStrategy to enable it again.',
+    };
   }
   if (!req.strategy) {
-    return { kind: 'conflict', detail: 'A contact with this email exists. Send duplicateContactStrategy (overwrite, keep or skip) to merge into it.' };
+    return {
+      kind: 'conflict',
+      detail:
+        'A contact with this email exists. Send duplicateContactStrategy (overwrite, keep or skip) to merge into it.',
+    };
   }
   const sent = req.brandIds ?? [];
   let next: StoredState;
@@ -55,7 +70,11 @@ export function mergeInto(stored: StoredState, req: MergeRequest): MergeOutcome 
       };
       break;
     case 'keep':
-      next = { attributes: { ...req.attributes, ...stored.attributes }, brandIds: unionOf(stored.brandIds, sent), enabled: true };
+      next = {
+        attributes: { ...req.attributes, ...stored.attributes },
+        brandIds: unionOf(stored.brandIds, sent),
+        enabled: true,
+      };
       break;
     case 'skip':
       if (stored.enabled) return { kind: 'unchanged' };

@@ -3,7 +3,11 @@ import { t } from 'elysia';
 const md5Error = 'emailMd5 must be 32 hexadecimal characters (the MD5 of the lowercased email address).';
 
 export const EmailMd5Params = t.Object({
-  emailMd5: t.String({ pattern: '^[A-Fa-f0-9]{32}$', error: md5Error, description: 'md5(lower(email)); uppercase hex accepted.' }),
+  emailMd5: t.String({
+    pattern: '^[A-Fa-f0-9]{32}$',
+    error: md5Error,
+    description: 'md5(lower(email)); uppercase hex accepted.',
+  }),
 });
 
 export const ContactBrandParams = t.Object({
@@ -19,7 +23,9 @@ export const Contact = t.Object({
   email: t.String({ description: 'The contact’s email address, as first sent.' }),
   emailMd5: t.String({ pattern: '^[a-f0-9]{32}$', description: 'md5(lower(email)).' }),
   attributes: t.Record(t.String(), AttributeValue, {
-    description: 'Schema attribute name → typed value; absent when unanswered. Email-type attributes also give read-only name:md5, name:sha256, name:sha512 and name:domain.',
+    description:
+      'Schema attribute name → typed value; absent when unanswered. Email-type attributes also give ' +
+      'read-only name:md5, name:sha256, name:sha512 and name:domain.',
   }),
   brandIds: t.Array(Uuid, { description: 'May include ids of brands that have since been deleted.' }),
   enabled: t.Boolean(),
@@ -32,18 +38,24 @@ const Strategy = t.Union([t.Literal('overwrite'), t.Literal('keep'), t.Literal('
 });
 
 const AttributesInput = t.Record(t.String(), t.Unknown(), {
-  description: 'Schema attribute name (case-insensitive) → value: native JSON or canonical text ("42", "true"); lists as arrays of strings.',
+  description:
+    'Schema attribute name (case-insensitive) → value: native JSON or canonical text ("42", "true"); ' +
+    'lists as arrays of strings.',
 });
 
 export const CreateContactBody = t.Object(
   {
     email: t.String({ description: 'Plaintext address; the identity is derived from it and never changes.' }),
-    brandIds: t.Optional(t.Array(Uuid, { description: 'Every id must be a live brand in the account. Repeats count once.' })),
+    brandIds: t.Optional(
+      t.Array(Uuid, { description: 'Every id must be a live brand in the account. Repeats count once.' }),
+    ),
     publishBrandSubscribeEvents: t.Optional(t.Boolean({ description: 'Default true.' })),
     attributes: t.Optional(AttributesInput),
     duplicateContactStrategy: t.Optional(Strategy),
     overwriteBrands: t.Optional(t.Boolean({ description: 'Default false; applies only with overwrite.' })),
-    restoreDisabled: t.Optional(t.Boolean({ description: 'Enables a disabled contact again; requires duplicateContactStrategy.' })),
+    restoreDisabled: t.Optional(
+      t.Boolean({ description: 'Enables a disabled contact again; requires duplicateContactStrategy.' }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -56,17 +68,25 @@ export const publishesEvents = (body: { publishBrandSubscribeEvents?: boolean })
 export const PatchContactBody = t.Object(
   {
     attributes: t.Record(t.String(), t.Unknown(), {
-      description: 'RFC 7386 merge patch: a value sets the attribute, null removes it, absent attributes are untouched.',
+      description:
+        'RFC 7386 merge patch: a value sets the attribute, null removes it, absent attributes are untouched.',
     }),
   },
   { additionalProperties: false },
 );
 
-export const DisableContactBody = t.Optional(t.Object({}, { additionalProperties: false, description: 'No body, or an empty JSON object.' }));
+export const DisableContactBody = t.Optional(
+  t.Object({}, { additionalProperties: false, description: 'No body, or an empty JSON object.' }),
+);
 
 export const AddBrandsBody = t.Object(
   {
-    brandIds: t.Array(Uuid, { minItems: 1, maxItems: 100, uniqueItems: true, description: '1 to 100 unique brand ids.' }),
+    brandIds: t.Array(Uuid, {
+      minItems: 1,
+      maxItems: 100,
+      uniqueItems: true,
+      description: '1 to 100 unique brand ids.',
+    }),
     publishBrandSubscribeEvents: t.Optional(t.Boolean({ description: 'Default true.' })),
   },
   { additionalProperties: false },

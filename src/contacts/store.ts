@@ -31,7 +31,12 @@ export function toContact(row: ContactRow, schema: AttributeSchema): ContactBody
 }
 
 /** The contact addressed by a path `emailMd5` (any case), or undefined. */
-export async function findContact(sql: Sql | Tx, accountId: string, emailMd5: string, lock = false): Promise<ContactRow | undefined> {
+export async function findContact(
+  sql: Sql | Tx,
+  accountId: string,
+  emailMd5: string,
+  lock = false,
+): Promise<ContactRow | undefined> {
   const [row] = await sql<ContactRow[]>`
     select ${contactColumns(sql)} from contacts
     where account_id = ${accountId} and email_md5 = ${md5ToUuid(emailMd5)}
@@ -39,7 +44,12 @@ export async function findContact(sql: Sql | Tx, accountId: string, emailMd5: st
   return row;
 }
 
-export async function requireContact(sql: Sql | Tx, accountId: string, emailMd5: string, lock = false): Promise<ContactRow> {
+export async function requireContact(
+  sql: Sql | Tx,
+  accountId: string,
+  emailMd5: string,
+  lock = false,
+): Promise<ContactRow> {
   const row = await findContact(sql, accountId, emailMd5, lock);
   if (!row) throw notFound(`No contact with emailMd5 ${emailMd5.toLowerCase()} in this account.`);
   return row;

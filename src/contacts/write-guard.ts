@@ -68,7 +68,13 @@ export const bulkOperationJoin = (sql: Keyed, accountId: string) =>
  * Estimated to end `seconds` from now; a contact import's later batches move the estimate
  * (sql/merge/advance.sql). Idempotent for the same id.
  */
-export async function holdContactWrites(sql: Sql, accountId: string, id: string, kind: BulkKind, seconds: number): Promise<void> {
+export async function holdContactWrites(
+  sql: Sql,
+  accountId: string,
+  id: string,
+  kind: BulkKind,
+  seconds: number,
+): Promise<void> {
   await sql`
     insert into bulk_operations (account_id, id, kind, estimated_end)
     values (${accountId}::uuid, ${id}::uuid, ${kind}, now() + make_interval(secs => ${seconds}))
@@ -89,7 +95,8 @@ export async function releaseContactWrites(tx: Keyed, accountId: string, id: str
   await tx`delete from bulk_operations where account_id = ${accountId}::uuid and id = ${id}::uuid`;
 }
 
-const exclusiveLock = (sql: Keyed, accountId: string) => sql`pg_advisory_xact_lock(${accountWriteLock(sql, accountId)})`;
+const exclusiveLock = (sql: Keyed, accountId: string) =>
+  sql`pg_advisory_xact_lock(${accountWriteLock(sql, accountId)})`;
 
 /** Long enough for an honest Retry-After on writes that arrive while a schema change runs. */
 const SCHEMA_CHANGE_SECONDS = 5;
@@ -146,8 +153,20 @@ interface BulkOperation {
  * change (the admin CLI, one statement) keeps its own estimate.
  */
 function retryAfter(op: BulkOperation): number {
-  if (op.kind === 'contact-import' && op.quiet !== null && op.active !== null && op.checkpoint !== null && op.row_count !== null) {
-    return mergeRetryAfterSeconds({ secondsToEstimate: op.ahead, quietSeconds: op.quiet, activeSeconds: op.active, checkpoint: op.checkpoint, rowCount: op.row_count });
+  if (
+    op.kind === 'contact-import' &&
+    op.quiet !== null &&
+    op.active !== null &&
+    op.checkpoint !== null &&
+    op.row_count !== null
+  ) {
+    return mergeRetryAfterSeconds({
+      secondsToEstimate: op.ahead,
+      quietSeconds: op.quiet,
+      activeSeconds: op.active,
+      checkpoint: op.checkpoint,
+      rowCount: op.row_count,
+    });
   }
   return Math.max(1, Math.ceil(op.ahead));
 }
@@ -167,7 +186,8 @@ async function refuseDuringBulkOperation(tx: Tx, accountId: string): Promise<voi
   if (!op) return;
   const seconds = retryAfter(op);
   throw operationInProgress(
-    `${WHAT[op.kind] ?? 'A bulk contact operation is running'}; single contact writes are held until it ends. Retry in about ${seconds} s.`,
+    `${WHAT[op.kind] ?? 'A bulk contact operation is running'}; single contact writes are held until it ends. ` +
+      `Retry in about ${seconds} s.`,
     seconds,
   );
 }

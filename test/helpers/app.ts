@@ -18,7 +18,11 @@ export interface TestApp {
   accountId: string;
   key: string;
   /** Calls the app in-process, as `app.handle(new Request(…))`, with the account's key by default. */
-  call(method: string, path: string, opts?: { body?: unknown; key?: string | null; headers?: Record<string, string>; raw?: string }): Promise<Call>;
+  call(
+    method: string,
+    path: string,
+    opts?: { body?: unknown; key?: string | null; headers?: Record<string, string>; raw?: string },
+  ): Promise<Call>;
   close(): Promise<void>;
 }
 
@@ -40,7 +44,11 @@ export async function testApp(
   const app = buildApp(deps);
   const accountId = await createAccount(db.sql);
   const key = await createKey(db.sql, accountId);
-  async function call(method: string, path: string, opts: { body?: unknown; key?: string | null; headers?: Record<string, string>; raw?: string } = {}): Promise<Call> {
+  async function call(
+    method: string,
+    path: string,
+    opts: { body?: unknown; key?: string | null; headers?: Record<string, string>; raw?: string } = {},
+  ): Promise<Call> {
     const headers: Record<string, string> = { ...opts.headers };
     const k = opts.key === undefined ? key : opts.key;
     if (k !== null) headers.authorization = `Bearer ${k}`;
@@ -54,7 +62,9 @@ export async function testApp(
     let parsed: unknown = text;
     try {
       parsed = text ? JSON.parse(text) : undefined;
-    } catch {}
+    } catch {
+      // not JSON: the body stays the text
+    }
     return { status: res.status, headers: res.headers, body: parsed };
   }
   async function close(): Promise<void> {
@@ -74,6 +84,10 @@ export function expectProblem(res: Call, status: number, code: string): any {
     res.body?.type === `${DOCS_URL}/error-codes#${code}` &&
     typeof res.body?.title === 'string' &&
     typeof res.body?.detail === 'string';
-  if (!ok) throw new Error(`expected ${status} ${code} problem, got ${res.status} ${res.headers.get('content-type')} ${JSON.stringify(res.body)}`);
+  if (!ok)
+    throw new Error(
+      `expected ${status} ${code} problem, got ${res.status} ${res.headers.get('content-type')} ` +
+        JSON.stringify(res.body),
+    );
   return res.body;
 }
