@@ -7,8 +7,9 @@ import { accountWriteLock } from '../locks';
 /**
  * The bulk-write guard, whole: how single contact writes and bulk contact writers (an import's
  * merge, a schema change) keep out of each other's way. Both sides of the protocol live here; the
- * callers (src/contacts for single writes, worker/import for the merge and finish, src/schema for
- * `attribute create`, the sweep) only call these functions.
+ * callers (src/contacts for single writes, worker/import/merge for the hold and batches,
+ * src/imports/lifecycle.ts for the release with an import's final status, src/schema for `attribute
+ * create`, the sweep) only call these functions.
  *
  * The protocol: a bulk writer first commits a `bulk_operations` row (holdContactWrites), then takes
  * the account's contact-write lock EXCLUSIVE once (drainContactWrites, or the schema change's own
