@@ -18,6 +18,8 @@ export interface Config {
   readonly importMergeConcurrency: number;
   /** Imports one worker process runs at once. */
   readonly workerConcurrency: number;
+  /** Port of the worker's own HTTP listener for GET /metrics (on HOST); 0: no listener. */
+  readonly workerMetricsPort: number;
   readonly logLevel: 'debug' | 'info' | 'warn' | 'error';
   /** The API applies pending migrations at start (under an advisory lock). */
   readonly migrateOnStart: boolean;
@@ -47,7 +49,13 @@ export const DEFAULT_APP_NAME = 'contact-service';
 
 export class ConfigError extends Error {}
 
-function int(env: Record<string, string | undefined>, name: string, fallback: number, min: number, max: number): number {
+function int(
+  env: Record<string, string | undefined>,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const value = Number(raw);
@@ -77,7 +85,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const dataDir = resolve(nonEmpty(env, 'DATA_DIR') ?? '.data');
   const bucket = nonEmpty(env, 'S3_BUCKET');
   const driver = nonEmpty(env, 'STORAGE_DRIVER') ?? (bucket ? 's3' : 'local');
-  if (driver !== 'local' && driver !== 's3') throw new ConfigError(`STORAGE_DRIVER must be local or s3, got "${driver}"`);
+  if (driver !== 'local' && driver !== 's3')
+    throw new ConfigError(`STORAGE_DRIVER must be local or s3, got "${driver}"`);
   let storage: StorageConfig;
   if (driver === 's3') {
     if (!bucket) throw new ConfigError('S3_BUCKET is required when STORAGE_DRIVER is s3');
@@ -91,10 +100,15 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       forcePathStyle: bool(env, 'S3_FORCE_PATH_STYLE', true),
     };
   } else {
-    storage = { driver, dir: resolve(nonEmpty(env, 'STORAGE_DIR') ?? `${dataDir}/objects`), uploadSecret: nonEmpty(env, 'UPLOAD_SECRET') };
+    storage = {
+      driver,
+      dir: resolve(nonEmpty(env, 'STORAGE_DIR') ?? `${dataDir}/objects`),
+      uploadSecret: nonEmpty(env, 'UPLOAD_SECRET'),
+    };
   }
   const logLevel = (nonEmpty(env, 'LOG_LEVEL') ?? 'info') as Config['logLevel'];
-  if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) throw new ConfigError(`LOG_LEVEL must be debug, info, warn or error`);
+  if (!['debug', 'info', 'warn', 'error'].includes(logLevel))
+    throw new ConfigError(`LOG_LEVEL must be debug, info, warn or error`);
   const publicUrl = (nonEmpty(env, 'PUBLIC_URL') ?? `http://localhost:${port}`).replace(/\/+$/, '');
   return Object.freeze({
     port,
@@ -110,6 +124,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     importBatchSize: int(env, 'IMPORT_BATCH_SIZE', 100_000, 1, 1_000_000),
     importMergeConcurrency: int(env, 'IMPORT_MERGE_CONCURRENCY', 2, 1, 8),
     workerConcurrency: int(env, 'WORKER_CONCURRENCY', 1, 1, 64),
+    workerMetricsPort: int(env, 'WORKER_METRICS_PORT', 9464, 0, 65535),
     logLevel,
     migrateOnStart: bool(env, 'MIGRATE_ON_START', true),
     appName: nonEmpty(env, 'APP_NAME') ?? DEFAULT_APP_NAME,

@@ -14,6 +14,7 @@ describe('loadConfig', () => {
       migrateOnStart: true,
       appName: 'contact-service',
       logLevel: 'info',
+      workerMetricsPort: 9464,
     });
     expect(c.storage.driver).toBe('local');
     expect(Object.isFrozen(c)).toBe(true);
@@ -31,12 +32,19 @@ describe('loadConfig', () => {
     expect(loadConfig({ MIGRATE_ON_START: 'TRUE' }).migrateOnStart).toBe(true);
   });
 
+  test("WORKER_METRICS_PORT: the worker's /metrics port, 0 for no listener", () => {
+    expect(loadConfig({ WORKER_METRICS_PORT: '9100' }).workerMetricsPort).toBe(9100);
+    expect(loadConfig({ WORKER_METRICS_PORT: '0' }).workerMetricsPort).toBe(0);
+  });
+
   test('a bad value is a ConfigError naming the variable', () => {
     for (const [name, value] of [
       ['MIGRATE_ON_START', 'sometimes'],
       ['IMPORT_MERGE_CONCURRENCY', '0'],
       ['PORT', 'x'],
       ['LOG_LEVEL', 'loud'],
+      ['WORKER_METRICS_PORT', '65536'],
+      ['WORKER_METRICS_PORT', '-1'],
     ] as const) {
       const thrown = (() => {
         try {

@@ -22,6 +22,9 @@ import {
   type ImportJobData,
 } from '../src/imports/jobs';
 import { resolveDatabaseUrl, resolveRedisUrl } from '../src/embedded/urls';
+import { importsFinished } from '../src/metrics/import-pipeline';
+import { serveMetrics } from '../src/metrics/listener';
+import { workerMetrics } from '../src/metrics/worker';
 import { createStore } from '../src/storage';
 import { closeAndExit, onStopSignals } from '../src/shutdown';
 import { ImportBusyError, runImport } from './import/index';
@@ -87,6 +90,7 @@ const handlers: Record<string, Record<string, Handler>> = {
   [SWEEP_QUEUE]: {
     [SWEEP_JOB]: async () => {
       const result = await sweep({ sql, storage, queue: importQueue });
+      if (result.expired.length) importsFinished.inc({ status: 'failed' }, result.expired.length);
       if (result.arrived.length || result.expired.length || result.requeued.length || result.released.length)
         log('info', 'upload sweep', { ...result });
       return result;
@@ -150,18 +154,26 @@ importWorker.on('failed', (job, e) => {
   if (!job || !data || e instanceof UnrecoverableError || job.attemptsMade < (job.opts.attempts ?? 1)) return;
   const lastError = e.message.split('\n')[0]!.slice(0, 300);
   const reason = `The import stopped after ${job.attemptsMade} failed attempts; the last error was: ${lastError}`;
-  markImportFailed(sql, data.accountId, data.importId, reason).catch((err) =>
-    log('error', 'could not mark the import failed', { importId: data.importId, ...errorFields(err) }),
+  markImportFailed(sql, data.accountId, data.importId, reason).then(
+    () => importsFinished.inc({ status: 'failed' }),
+    (err) => log('error', 'could not mark the import failed', { importId: data.importId, ...errorFields(err) }),
   );
 });
 
 const sweepConnection = redisConnection(redis.url);
 const sweepQueue = new Queue(SWEEP_QUEUE, { connection: sweepConnection });
+const metrics = workerMetrics(sql, [importQueue.queue, sweepQueue]);
+// Attached before the first await, so a stall found by the workers' first check is counted.
+for (const w of [importWorker, sweepWorker]) w.on('stalled', () => metrics.stalledJobs.inc({ queue: w.name }));
 const sweepScheduler = keepSweepScheduler(sweepQueue, sweepConnection);
 await sweepScheduler.started;
 log('info', 'worker started', { concurrency, storage: storage.driver });
+const metricsServer = serveMetrics(metrics.registry, { port: config.workerMetricsPort, hostname: config.host });
+if (metricsServer)
+  log('info', 'worker metrics listening', { url: `http://${config.host}:${metricsServer.port}/metrics` });
 
-// The worker serves no HTTP: the container HEALTHCHECK (src/cli/healthcheck.ts) reads this file's age.
+// The container HEALTHCHECK (src/cli/healthcheck.ts) reads this file's age: the worker's only HTTP
+// is its optional /metrics listener.
 const heartbeatFile = `${config.dataDir}/worker-heartbeat`;
 async function beat() {
   const now = new Date();
@@ -200,6 +212,7 @@ async function shutdown(signal: string) {
   log('info', 'worker shutting down', { signal });
   sweepScheduler.stop();
   await Promise.allSettled([importWorker.close(), sweepWorker.close()]);
+  await metricsServer?.stop(true);
   await Promise.allSettled([sweepQueue.close(), importQueue.close()]);
   await sweepConnection.quit().catch(() => sweepConnection.disconnect());
   await closeAndExit(sql, [db, redis]);
