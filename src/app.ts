@@ -1,5 +1,4 @@
 import { Elysia } from 'elysia';
-import { swagger } from '@elysiajs/swagger';
 import type { Deps } from './deps';
 import { Authenticator } from './auth/authenticate';
 import { InvalidationListener, type Invalidation } from './auth/cache';
@@ -12,6 +11,7 @@ import { readJsonBody } from './http/json-body';
 import './http/formats';
 import { confirmedAuthOf, factsOf, isUnconfirmed, startRequest } from './http/context';
 import { errorFields, log } from './log';
+import { docsRoutes } from './http/docs';
 import { healthRoutes } from './http/health';
 import { schemaRoutes } from './schema';
 import { brandRoutes } from './brands';
@@ -54,27 +54,6 @@ export function buildApp(deps: Deps) {
   }
 
   return new Elysia()
-    .use(
-      swagger({
-        path: '/docs',
-        documentation: {
-          info: {
-            title: 'Contact, Brand and Suppression Management API',
-            version: '1.0.0',
-            description:
-              'Account-scoped contacts, brands, suppression lists and bulk contact imports. ' +
-              'Errors are RFC 9457 problem details.',
-          },
-          components: {
-            securitySchemes: {
-              bearer: { type: 'http', scheme: 'bearer', description: 'ck_<id>_<secret> keys issued by the admin CLI' },
-            },
-          },
-          security: [{ bearer: [] }],
-        },
-        exclude: ['/docs', '/docs/json'],
-      }),
-    )
     .onRequest(async ({ request }) => {
       const facts = startRequest(request);
       const path = new URL(request.url).pathname;
@@ -111,6 +90,7 @@ export function buildApp(deps: Deps) {
       }
       return errorResponse(error, request, instance, code);
     })
+    .use(docsRoutes(config.publicUrl))
     .use(healthRoutes(deps))
     .use(schemaRoutes(deps))
     .use(brandRoutes(deps))

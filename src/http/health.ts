@@ -4,7 +4,10 @@ import type { Deps } from '../deps';
 /** Liveness and readiness, without auth, for load balancers and the container HEALTHCHECK. */
 export function healthRoutes(deps: Deps & { pingRedis?: () => Promise<unknown> }) {
   return new Elysia({ detail: { tags: ['Operations'] } })
-    .get('/healthz', () => ({ status: 'ok' }), { response: t.Object({ status: t.String() }) })
+    .get('/healthz', () => ({ status: 'ok' }), {
+      response: t.Object({ status: t.String() }),
+      detail: { summary: 'Liveness' },
+    })
     .get(
       '/readyz',
       async ({ set }) => {
@@ -22,6 +25,9 @@ export function healthRoutes(deps: Deps & { pingRedis?: () => Promise<unknown> }
         set.status = ready ? 200 : 503;
         return { status: ready ? 'ready' : 'not ready', checks };
       },
-      { response: t.Object({ status: t.String(), checks: t.Record(t.String(), t.String()) }) },
+      {
+        response: t.Object({ status: t.String(), checks: t.Record(t.String(), t.String()) }),
+        detail: { summary: 'Readiness: the database (and Redis, when the queue is used) answer' },
+      },
     );
 }

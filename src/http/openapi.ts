@@ -32,3 +32,70 @@ export function errorResponses(...statuses: number[]) {
   const all = [...new Set([...statuses, 401, 403, 500])];
   return Object.fromEntries(all.map((s) => [s, Problem])) as Record<number, typeof Problem>;
 }
+
+type Json = Record<string, unknown>;
+
+const REASONS: Record<string, string> = {
+  '200': 'OK',
+  '201': 'Created',
+  '204': 'No content',
+  '400': 'Invalid request (invalid_request_error)',
+  '401': 'Missing or invalid API key (authentication_error)',
+  '403': 'The key lacks the scope (permission_error)',
+  '404': 'Not found (not_found_error)',
+  '409': 'Conflict (contact_exists, operation_in_progress or conflict_error)',
+  '500': 'Unexpected error (api_error)',
+  '503': 'Not ready',
+};
+
+/** TypeBox keywords that are not JSON Schema (`error` is this service's validation message). */
+function schemaOnly(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(schemaOnly);
+  if (value === null || typeof value !== 'object') return value;
+  const out: Json = {};
+  for (const [k, v] of Object.entries(value)) {
+    if (k === 'error' && (typeof v === 'string' || typeof v === 'function')) continue;
+    out[k] = schemaOnly(v);
+  }
+  return out;
+}
+
+function schemaOf(content: unknown): unknown {
+  const media = (content ?? {}) as Record<string, { schema?: unknown } | undefined>;
+  return media['application/json']?.schema ?? Object.values(media)[0]?.schema;
+}
+
+function finishOperation(operation: Json): Json {
+  const out = { ...operation };
+  const body = out.requestBody as Json | undefined;
+  if (body?.content) out.requestBody = { ...body, content: { 'application/json': { schema: schemaOf(body.content) } } };
+  const responses: Json = {};
+  for (const [status, given] of Object.entries((out.responses ?? {}) as Record<string, Json>)) {
+    const schema = schemaOf(given.content);
+    const error = Number(status) >= 400;
+    const described = error ? (REASONS[status] ?? given.description) : (given.description ?? REASONS[status]);
+    const response: Json = { ...given, description: described ?? `HTTP ${status}` };
+    if (schema) response.content = { [error ? 'application/problem+json' : 'application/json']: { schema } };
+    else delete response.content;
+    responses[status] = response;
+  }
+  out.responses = responses;
+  return out;
+}
+
+/**
+ * Finishes the document the swagger plugin builds from the routes, in one place: OpenAPI 3.1 (JSON
+ * Schema 2020-12, so TypeBox's const and patternProperties are valid) without TypeBox's non-schema
+ * keywords, the service's public URL as its server, list paths without the router's trailing slash,
+ * and every response described, with JSON bodies only (errors as application/problem+json).
+ */
+export function finishOpenApi(doc: Json, publicUrl: string): Json {
+  const clean = schemaOnly(doc) as Json;
+  const paths: Json = {};
+  for (const [path, item] of Object.entries((clean.paths ?? {}) as Record<string, Json>)) {
+    const operations: Json = {};
+    for (const [method, operation] of Object.entries(item)) operations[method] = finishOperation(operation as Json);
+    paths[path.length > 1 ? path.replace(/\/+$/, '') : path] = operations;
+  }
+  return { ...clean, openapi: '3.1.0', servers: [{ url: publicUrl }], paths };
+}
