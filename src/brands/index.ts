@@ -9,7 +9,7 @@ import { getBrand, listBrands, nameFilterOf } from './service';
 export function brandRoutes({ sql }: Deps) {
   return new Elysia({ prefix: '/v1/brands', detail: { tags: ['Brands'] } })
     .get(
-      '/',
+      '',
       ({ request, query }) => {
         rejectRepeatedParams(request.url);
         rejectUnknownParams(

@@ -86,8 +86,9 @@ function finishOperation(operation: Json): Json {
 /**
  * Finishes the document the swagger plugin builds from the routes, in one place: OpenAPI 3.1 (JSON
  * Schema 2020-12, so TypeBox's const and patternProperties are valid) without TypeBox's non-schema
- * keywords, the service's public URL as its server, list paths without the router's trailing slash,
- * and every response described, with JSON bodies only (errors as application/problem+json).
+ * keywords, the service's public URL as its server, and every response described, with JSON bodies
+ * only (errors as application/problem+json). The list routes are declared without a trailing slash
+ * (`''` under their prefix), so the paths need no rewriting here.
  */
 export function finishOpenApi(doc: Json, publicUrl: string): Json {
   const clean = schemaOnly(doc) as Json;
@@ -95,7 +96,7 @@ export function finishOpenApi(doc: Json, publicUrl: string): Json {
   for (const [path, item] of Object.entries((clean.paths ?? {}) as Record<string, Json>)) {
     const operations: Json = {};
     for (const [method, operation] of Object.entries(item)) operations[method] = finishOperation(operation as Json);
-    paths[path.length > 1 ? path.replace(/\/+$/, '') : path] = operations;
+    paths[path] = operations;
   }
   return { ...clean, openapi: '3.1.0', servers: [{ url: publicUrl }], paths };
 }

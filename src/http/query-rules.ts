@@ -6,8 +6,8 @@ import { invalidParameter } from '../errors';
  * routes that declare a query schema, so the two cannot drift apart.
  */
 export const ROUTES_WITH_QUERY: ReadonlySet<string> = new Set([
-  'GET /v1/brands/',
-  'GET /v1/suppression-lists/',
+  'GET /v1/brands',
+  'GET /v1/suppression-lists',
   'GET /v1/suppression-lists/:suppressionListId/imports',
   'GET /v1/contact-imports',
 ]);

@@ -24,7 +24,7 @@ export function suppressionListRoutes(deps: Deps) {
   const { sql } = deps;
   return new Elysia({ prefix: '/v1/suppression-lists', detail: { tags: ['Suppression lists'] } })
     .get(
-      '/',
+      '',
       ({ request, query }) => {
         rejectRepeatedParams(request.url);
         rejectUnknownParams(query, ['page', 'pageSize', 'sort']);
