@@ -3,6 +3,7 @@
  * the strategy tables, cells, brands, seeds, events, file format and failure modes.
  */
 import { describe, expect, test } from 'bun:test';
+import { markImportFailed } from '../src/imports/lifecycle';
 import { runImport } from '../worker/import/index';
 import { importBed } from './helpers/import-bed';
 import { importRow, stageImport, testConfig, type ImportOptions } from './helpers/file-store';
@@ -336,5 +337,24 @@ describe('seeds', () => {
     const { row } = await importCsv(a.id, 'Email,firstName\nSeed@Example.com,S\nx@example.com,X\n');
     expect(row).toMatchObject({ rowCount: 2, addedCount: 1, skippedCount: 1 });
     expect(await contact(a.id, 'seed@example.com')).toBeUndefined();
+  });
+});
+
+describe('a final import holds no contact writes', () => {
+  test('a hold left behind for a failed import is released by the next run of its job', async () => {
+    // The state a run leaves when it held the account after another hand had failed the import
+    // (or died just after): a bulk_operations row for an import that is already final.
+    const a = await account();
+    const id = await stageImport(bed.db.sql, bed.files.store, a.id, 'Email\nann@example.com\n', {
+      columns: ['Email'],
+    });
+    await markImportFailed(bed.db.sql, a.id, id, 'Cancelled by a test.');
+    await bed.db.sql`
+      insert into bulk_operations (account_id, id, kind, estimated_end)
+      values (${a.id}, ${id}, 'contact-import', now() + interval '1 hour')`;
+    await runImport({ sql: bed.db.sql, storage: bed.files.store, config: testConfig(3) }, a.id, id);
+    const holds = await bed.db.sql`select 1 from bulk_operations where account_id = ${a.id}`;
+    expect(holds.length).toBe(0);
+    expect((await importRow(bed.db.sql, a.id, id)).status).toBe('failed');
   });
 });

@@ -1,3 +1,4 @@
+import { releaseContactWrites } from '../../src/contacts/write-guard';
 import type { Sql } from '../../src/db';
 import { finishImport } from '../../src/imports/lifecycle';
 import type { ObjectStore } from '../../src/storage/store';
@@ -20,6 +21,12 @@ export async function finishPhase(p: Pipeline): Promise<Step> {
  * status and does nothing but this) removes. A failure here never fails the import.
  */
 export async function cleanup(sql: Sql, store: ObjectStore, job: ImportJob, log: Pipeline['log']): Promise<void> {
+  // A final import holds no contact writes. Its hold normally went in the commit that ended it, but
+  // a run that held the account after another hand had failed the import (or died right after)
+  // would leave one behind, and the account's single writes would get 409 for good.
+  await releaseContactWrites(sql, job.accountId, job.id).catch((e) =>
+    log('import cleanup: hold not released', { importId: job.id, error: String(e) }),
+  );
   try {
     await dropStaging(sql, job.id);
   } catch (e) {

@@ -121,6 +121,10 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
       if (end.phase === 'done') {
         importsFinished.inc({ status: 'success' });
         await cleanup(sql, storage, job, log);
+      } else {
+        // Stopped: another hand finished or failed the import while this run held it.
+        const now = await loadImport(sql, accountId, importId);
+        if (now?.status === 'success' || now?.status === 'failed') await cleanup(sql, storage, now, log);
       }
     } finally {
       await conn`select pg_advisory_unlock(${lockKey})`.catch(() => {});
