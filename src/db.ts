@@ -5,6 +5,8 @@ import { trackPool } from './metrics/pool-usage';
 
 export type Sql = postgres.Sql<{}>;
 export type Tx = postgres.TransactionSql<{}>;
+/** Whatever runs a statement: the pool, a transaction or a reserved connection. */
+export type AnySql = postgres.ISql<{}>;
 
 /**
  * The one postgres.js instance of a process. bigint columns (counters) come back as JS numbers:

@@ -1,4 +1,5 @@
 import type postgres from 'postgres';
+import type { AnySql } from './db';
 
 /**
  * Every PostgreSQL advisory lock key the service takes, spelled once. Each is a SQL fragment for
@@ -10,26 +11,24 @@ import type postgres from 'postgres';
  * that a single contact write can take it inside its one statement.
  */
 type Fragment = postgres.Fragment;
-/** The pool, a transaction or a reserved connection: whichever runs the statement. */
-type Keyed = postgres.ISql<{}>;
 
-const hashed = (sql: Keyed, text: string): Fragment => sql`hashtextextended(${text}, 0)`;
+const hashed = (sql: AnySql, text: string): Fragment => sql`hashtextextended(${text}, 0)`;
 
 /** The account's contact-write lock: single writes hold it shared, bulk writers exclusive. */
-export const accountWriteLock = (sql: Keyed, accountId: string): Fragment =>
+export const accountWriteLock = (sql: AnySql, accountId: string): Fragment =>
   sql`hashtextextended(${accountId}::uuid::text, 0)`;
 
 /** One contact import's run: a second delivery of its job cannot run it at the same time. */
-export const importRunLock = (sql: Keyed, importId: string) => hashed(sql, `contact-import:${importId.toLowerCase()}`);
+export const importRunLock = (sql: AnySql, importId: string) => hashed(sql, `contact-import:${importId.toLowerCase()}`);
 
 /** An account's merges: two imports of one account never merge at once. */
-export const accountMergeLock = (sql: Keyed, accountId: string) =>
+export const accountMergeLock = (sql: AnySql, accountId: string) =>
   hashed(sql, `contact-merge:${accountId.toLowerCase()}`);
 
 /** One merge batch's transaction, from its first seq: the next batch waits on it before it commits. */
-export const mergeBatchLock = (sql: Keyed, importId: string, lo: number) =>
+export const mergeBatchLock = (sql: AnySql, importId: string, lo: number) =>
   hashed(sql, `contact-merge-batch:${importId.toLowerCase()}:${lo}`);
 
 /** A suppression list: one import at a time. */
-export const suppressionListLock = (sql: Keyed, accountId: string, listId: string) =>
+export const suppressionListLock = (sql: AnySql, accountId: string, listId: string) =>
   hashed(sql, `suppression-list:${accountId}:${listId}`);

@@ -1,5 +1,4 @@
-import type postgres from 'postgres';
-import type { Sql, Tx } from '../db';
+import type { AnySql, Sql, Tx } from '../db';
 import { operationInProgress } from '../errors';
 import { mergeRetryAfterSeconds } from '../imports/retry-after';
 import { accountWriteLock } from '../locks';
@@ -20,8 +19,6 @@ import { accountWriteLock } from '../locks';
  * it either finished before the bulk operation started or is refused with 409
  * `operation_in_progress` and an honest Retry-After. Single writes never block each other.
  */
-
-type Keyed = postgres.ISql<{}>;
 
 /** Kinds of bulk operation, as stored in bulk_operations.kind. */
 export type BulkKind = 'contact-import' | 'schema-change';
@@ -54,14 +51,14 @@ export async function withContactWrite<T>(sql: Sql, accountId: string, fn: (tx: 
  * contact_write_lock() (sql/migrations) takes the account's lock shared and checks again with a
  * fresh snapshot, which a statement's own snapshot, taken before the wait, could not.
  */
-export const contactWriteLock = (sql: Keyed, accountId: string) => sql`contact_write_lock(${accountId}::uuid)`;
+export const contactWriteLock = (sql: AnySql, accountId: string) => sql`contact_write_lock(${accountId}::uuid)`;
 
 /**
  * For one-statement writes (src/contacts/fast-path.ts): a join that yields `b.account_id` not null
  * when a bulk operation of the account is recorded, so the statement refuses at once instead of
  * queueing behind a batch for the lock.
  */
-export const bulkOperationJoin = (sql: Keyed, accountId: string) =>
+export const bulkOperationJoin = (sql: AnySql, accountId: string) =>
   sql`left join (select account_id from bulk_operations where account_id = ${accountId} limit 1) b on true`;
 
 /**
@@ -88,15 +85,15 @@ export async function drainContactWrites(sql: Sql, accountId: string): Promise<v
 }
 
 /** A merge batch's hold on the account, for its transaction: shared, so a schema change waits. */
-export const batchHoldsAccount = (sql: Keyed, accountId: string) =>
+export const batchHoldsAccount = (sql: AnySql, accountId: string) =>
   sql`pg_advisory_xact_lock_shared(${accountWriteLock(sql, accountId)})`;
 
 /** Ends a hold, in the caller's transaction (together with the import's final status). */
-export async function releaseContactWrites(tx: Keyed, accountId: string, id: string): Promise<void> {
+export async function releaseContactWrites(tx: AnySql, accountId: string, id: string): Promise<void> {
   await tx`delete from bulk_operations where account_id = ${accountId}::uuid and id = ${id}::uuid`;
 }
 
-const exclusiveLock = (sql: Keyed, accountId: string) =>
+const exclusiveLock = (sql: AnySql, accountId: string) =>
   sql`pg_advisory_xact_lock(${accountWriteLock(sql, accountId)})`;
 
 /** Long enough for an honest Retry-After on writes that arrive while a schema change runs. */

@@ -1,4 +1,5 @@
 import type postgres from 'postgres';
+import type { AnySql } from '../db';
 import type { AttributeChanges, Attributes } from './attributes';
 import type { ContactRow } from './store';
 
@@ -9,7 +10,6 @@ import type { ContactRow } from './store';
  * tables rather than aliases, so they read the same in a where clause and in a join.
  */
 
-type AnySql = postgres.ISql<{}>;
 type Fragment = postgres.Fragment;
 
 /** The columns of the response; the hidden fields (hard bounce, first source) are never read. */

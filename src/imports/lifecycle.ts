@@ -1,7 +1,6 @@
 import { join } from 'node:path';
-import type postgres from 'postgres';
 import { releaseContactWrites } from '../contacts/write-guard';
-import type { Sql, Tx } from '../db';
+import type { AnySql, Sql, Tx } from '../db';
 
 /**
  * A contact import's lifecycle, whole: every write of a contact_imports row's status, phase and
@@ -16,9 +15,6 @@ import type { Sql, Tx } from '../db';
  *   importing: dedupe or merge ─backToRead→ read (the staged rows were lost)
  *   awaiting-upload ─expireUnused→ failed;  awaiting-upload, uploaded, importing ─markImportFailed→ failed
  */
-
-/** The pool, a transaction or a reserved connection: whichever runs the statement. */
-type Keyed = postgres.ISql<{}>;
 
 /** What an import is declared with (the API's request, or the admin CLI's flags and file header). */
 export interface NewImport {
@@ -41,7 +37,7 @@ export interface NewImport {
  * it, through the partial unique index contact_imports_one_open (isOpenImportConflict).
  */
 export async function insertImport(
-  sql: Keyed,
+  sql: AnySql,
   accountId: string,
   importId: string,
   i: NewImport,
@@ -82,7 +78,7 @@ export interface Upload {
  * import took the file; false changes nothing. In the caller's transaction, the row stays locked
  * until that commits (src/uploads/complete.ts puts the file in place meanwhile).
  */
-export async function markUploaded(sql: Keyed, accountId: string, importId: string, u: Upload): Promise<boolean> {
+export async function markUploaded(sql: AnySql, accountId: string, importId: string, u: Upload): Promise<boolean> {
   const from = u.replaces ? sql`('awaiting-upload', 'uploaded')` : sql`('awaiting-upload')`;
   const at = u.at ?? null;
   const [row] = await sql`
