@@ -111,14 +111,15 @@ export async function expireUnused(sql: Sql): Promise<{ account_id: string; id: 
  * A worker (re)starts reading the file: `importing`, phase `read`, from `uploaded` or from a run
  * that stopped. Every start counts as an attempt; started_at is the first one.
  */
-export async function startRead(sql: Sql, accountId: string, importId: string): Promise<void> {
-  await sql`
+export async function startRead(sql: Sql, accountId: string, importId: string): Promise<boolean> {
+  const r = await sql`
     update contact_imports
     set status = 'importing', phase = 'read',
         -- Kept when the rows are read again for a merge under way (see ensureStaged in worker/import/dedupe.ts).
         percent_complete = case when row_count is null then 0 else percent_complete end,
         started_at = coalesce(started_at, now()), attempts = attempts + 1, updated_at = now()
     where account_id = ${accountId}::uuid and id = ${importId}::uuid and status in ('uploaded', 'importing')`;
+  return r.count > 0;
 }
 
 /** The ETag (and size) the import reads, once: a later PUT is never imported. */
@@ -143,11 +144,12 @@ export async function readDone(
   accountId: string,
   importId: string,
   read: { malformed: number; staged: number },
-): Promise<void> {
-  await sql`
+): Promise<boolean> {
+  const r = await sql`
     update contact_imports
     set malformed_count = ${read.malformed}, staged_count = ${read.staged}, phase = 'dedupe', updated_at = now()
     where account_id = ${accountId}::uuid and id = ${importId}::uuid and status = 'importing' and phase = 'read'`;
+  return r.count > 0;
 }
 
 /**
@@ -160,19 +162,20 @@ export async function dedupeDone(
   accountId: string,
   importId: string,
   d: { staged: number; kept: number; rebuilt: boolean },
-): Promise<void> {
+): Promise<boolean> {
   if (d.rebuilt) {
-    await tx`
+    const r = await tx`
       update contact_imports set phase = 'merge', updated_at = now()
       where account_id = ${accountId}::uuid and id = ${importId}::uuid and status = 'importing' and phase = 'dedupe'`;
-    return;
+    return r.count > 0;
   }
-  await tx`
+  const r = await tx`
     update contact_imports
     set row_count = ${d.kept}, duplicate_in_file_count = ${d.staged - d.kept},
         added_count = 0, updated_count = 0, skipped_count = 0,
         checkpoint = 0, percent_complete = 0, phase = 'merge', updated_at = now()
     where account_id = ${accountId}::uuid and id = ${importId}::uuid and status = 'importing' and phase = 'dedupe'`;
+  return r.count > 0;
 }
 
 /** The staged rows were lost (a PostgreSQL crash empties unlogged tables): phase `read` again, progress kept. */

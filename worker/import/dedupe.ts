@@ -26,7 +26,7 @@ import { StagingLostError, type MergeProgress, type Pipeline, type Step } from '
 export async function dedupePhase(p: Pipeline): Promise<Step> {
   const { job } = p;
   const t = stagingTables(job.id);
-  const counts = await dedupe(p, t).catch(async (e) => {
+  const counts = await dedupe(p, t).catch(async (e: unknown) => {
     if (!(e instanceof StagingLostError)) throw e;
     await stagingLost(p, 'dedupe');
     throw e; // transient: the retry runs the read phase again
@@ -37,11 +37,20 @@ export async function dedupePhase(p: Pipeline): Promise<Step> {
     duplicateInFile: counts.staged - counts.kept,
     rebuilt: counts.rebuilt,
   });
+  if (!counts.moved) return { phase: 'stopped' }; // failed by another hand meanwhile
   // A rebuilt merge table goes on from the checkpoint the merge under way committed.
   return { phase: 'merge', rowCount: counts.kept, checkpoint: counts.rebuilt ? job.checkpoint : 0 };
 }
 
-async function dedupe(p: Pipeline, t: StagingTables): Promise<{ staged: number; kept: number; rebuilt: boolean }> {
+interface DedupeCounts {
+  staged: number;
+  kept: number;
+  rebuilt: boolean;
+  /** whether the import moved on to its merge (not when it stopped being a running dedupe) */
+  moved: boolean;
+}
+
+async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
   const { job } = p;
   // An earlier dedupe of this import committed (rowCount is known) and its merge table was lost
   // since: rebuild it for the merge under way, leaving checkpoint and counters alone.
@@ -66,9 +75,9 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<{ staged: number; 
   }
 
   return p.sql.begin(async (tx) => {
-    await dedupeDone(tx, job.accountId, job.id, { staged, kept, rebuilt });
+    const moved = await dedupeDone(tx, job.accountId, job.id, { staged, kept, rebuilt });
     await tx.unsafe(`drop table ${t.rows}`);
-    return { staged, kept, rebuilt };
+    return { staged, kept, rebuilt, moved };
   });
 }
 

@@ -28,7 +28,8 @@ const MAX_ROW_CHARS = 1 << 20;
  */
 export async function readPhase(p: Pipeline): Promise<Step> {
   const { sql, conn, store, job } = p;
-  await startRead(sql, job.accountId, job.id);
+  // Not taken: the import was cancelled or failed since this run loaded it.
+  if (!(await startRead(sql, job.accountId, job.id))) return { phase: 'stopped' };
   const etag = await pinnedEtag(p);
 
   const columns = await loadColumns(sql, job);
@@ -89,7 +90,7 @@ export async function readPhase(p: Pipeline): Promise<Step> {
     throw e;
   }
 
-  await readDone(sql, job.accountId, job.id, { malformed, staged: sink.rows });
+  if (!(await readDone(sql, job.accountId, job.id, { malformed, staged: sink.rows }))) return { phase: 'stopped' };
   p.log('import read', { importId: job.id, rows: rowNo, staged: sink.rows, malformed });
   return { phase: 'dedupe' };
 }
