@@ -8,12 +8,14 @@ import type { AnySql, Sql, Tx } from '../db';
  * come from, so a late or repeated caller (a second sweep, a retried job, a run another worker
  * took over) changes nothing. The API and the admin CLI create imports; the upload link, the S3
  * sweep and the admin CLI mark them uploaded; the worker moves them through its phases; the sweep
- * expires them; the worker and the admin CLI fail them.
+ * expires them; the worker and the admin CLI fail them; the API's cancel (an extension) fails them
+ * before they start.
  *
  *   awaiting-upload ─markUploaded→ uploaded ─startRead→ importing: read ─readDone→ dedupe
  *     ─dedupeDone→ merge (advanceMerge, once per batch) ─finishImport→ success
  *   importing: dedupe or merge ─backToRead→ read (the staged rows were lost)
  *   awaiting-upload ─expireUnused→ failed;  awaiting-upload, uploaded, importing ─markImportFailed→ failed
+ *   awaiting-upload, uploaded ─cancelImport→ failed (cancelled_at set)
  */
 
 /** What an import is declared with (the API's request, or the admin CLI's flags and file header). */
@@ -255,4 +257,23 @@ export async function markImportFailed(sql: Sql, accountId: string, importId: st
         and status in ('awaiting-upload', 'uploaded', 'importing')`;
     await releaseContactWrites(tx, accountId, importId);
   });
+}
+
+export const CANCELLED_REASON = 'The import was cancelled.';
+
+/**
+ * `failed` because the client cancelled it (POST /v1/contact-imports/{id}/cancel, an extension), from
+ * `awaiting-upload` or `uploaded` only: an import the worker started cannot be given up without
+ * leaving part of its rows written. One guarded UPDATE, so a worker's startRead at the same moment
+ * and this never both win: the row lock orders them and the second one's WHERE no longer matches.
+ * Returns whether it moved; when not, the caller reads the row to say why. No contact-write hold to
+ * release: only a merge takes one.
+ */
+export async function cancelImport(sql: AnySql, accountId: string, importId: string): Promise<boolean> {
+  const r = await sql`
+    update contact_imports
+    set status = 'failed', failure_reason = ${CANCELLED_REASON}, cancelled_at = now(), percent_complete = null,
+        updated_at = now()
+    where account_id = ${accountId} and id = ${importId} and status in ('awaiting-upload', 'uploaded')`;
+  return r.count > 0;
 }
