@@ -13,6 +13,31 @@ type Json = Record<string, any>;
 
 const METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options', 'trace'];
 
+/** The endpoints of the contract's summary table (the upload link is no route of the document). */
+const CONTRACT = [
+  'POST /v1/contacts',
+  'GET /v1/contacts/{emailMd5}',
+  'PATCH /v1/contacts/{emailMd5}',
+  'POST /v1/contacts/{emailMd5}/disable',
+  'GET /v1/contacts/{emailMd5}/brands',
+  'POST /v1/contacts/{emailMd5}/brands',
+  'DELETE /v1/contacts/{emailMd5}/brands/{brandId}',
+  'GET /v1/contacts/{emailMd5}/subscriptions',
+  'POST /v1/contacts/{emailMd5}/subscriptions',
+  'DELETE /v1/contacts/{emailMd5}/subscriptions/{brandId}',
+  'GET /v1/contact-schema',
+  'GET /v1/brands',
+  'GET /v1/brands/{brandId}',
+  'GET /v1/suppression-lists',
+  'GET /v1/suppression-lists/{suppressionListId}',
+  'POST /v1/suppression-lists/{suppressionListId}/records',
+  'GET /v1/suppression-lists/{suppressionListId}/imports',
+  'GET /v1/suppression-lists/{suppressionListId}/imports/{importId}',
+  'GET /v1/contact-imports',
+  'POST /v1/contact-imports',
+  'GET /v1/contact-imports/{importId}',
+];
+
 let api: ServedApi;
 let origin: string;
 let doc: Json;
@@ -106,6 +131,21 @@ describe('the OpenAPI document (GET /docs/json)', () => {
     expect(operations().length).toBeGreaterThan(15);
   });
 
+  test("every /v1 operation is one of the contract's, or its description says it is an extension", () => {
+    const ops = operations().filter((o) => o.path.startsWith('/v1/'));
+    const names = ops.map((o) => `${o.method.toUpperCase()} ${o.path}`);
+    expect(CONTRACT.filter((c) => !names.includes(c))).toEqual([]);
+    const extensions = ops.filter((o) => !CONTRACT.includes(`${o.method.toUpperCase()} ${o.path}`));
+    expect(
+      extensions
+        .filter((o) => !String(o.op.description ?? '').startsWith('An extension beyond the contract.'))
+        .map((o) => `${o.method.toUpperCase()} ${o.path}`),
+    ).toEqual([]);
+    expect(extensions.map((o) => `${o.method.toUpperCase()} ${o.path}`)).toEqual([
+      'POST /v1/contact-imports/{importId}/cancel',
+    ]);
+  });
+
   test('test/generated/contact-api.ts is what openapi-typescript makes of it', async () => {
     const fresh = await generateTypes(doc);
     if (process.env.UPDATE_OPENAPI_TYPES === '1') await writeFile(GENERATED_TYPES, fresh);
@@ -186,6 +226,17 @@ describe("the README's examples through a client generated from the document (op
     // 3. Poll until status is success or failed (no worker here: it waits for its upload)
     const polled = await client.GET('/v1/contact-imports/{importId}', { params: { path: { importId: importId! } } });
     expect(polled.data?.status).toBe('awaiting-upload');
+    // An extension: give up an import that has not started, so the account may create the next one at once
+    const cancelled = await client.POST('/v1/contact-imports/{importId}/cancel', {
+      params: { path: { importId: importId! } },
+      body: {},
+    });
+    expect(cancelled.response.status).toBe(200);
+    expect(cancelled.data).toMatchObject({
+      id: importId,
+      status: 'failed',
+      failureReason: 'The import was cancelled.',
+    });
 
     // Errors come back typed as problem details.
     const missing = await client.GET('/v1/contacts/{emailMd5}', { params: { path: { emailMd5: 'f'.repeat(32) } } });

@@ -5,7 +5,16 @@ import { authOf } from '../http/context';
 import { errorResponses } from '../http/openapi';
 import { assertBodyShape } from '../http/body-shape';
 import { rejectRepeatedParams, rejectUnknownParams } from '../http/pagination';
-import { ContactImport, CreatedImport, CreateImportBody, ImportIdParams, ImportListQuery, ImportPage } from './model';
+import { cancelContactImport } from './cancel';
+import {
+  CancelImportBody,
+  ContactImport,
+  CreatedImport,
+  CreateImportBody,
+  ImportIdParams,
+  ImportListQuery,
+  ImportPage,
+} from './model';
 import { createImport, getImport, listImports } from './service';
 
 const CREATE_FIELDS = [
@@ -52,5 +61,26 @@ export function importRoutes(deps: Deps) {
       params: ImportIdParams,
       response: { 200: ContactImport, ...errorResponses(400, 404) },
       detail: { summary: 'Get a contact import' },
-    });
+    })
+    .post(
+      '/:importId/cancel',
+      ({ request, params }) => cancelContactImport(sql, deps.storage, authOf(request).accountId, params.importId),
+      {
+        // No body; like a contact's disable, a field sent is a 400 rather than silently ignored.
+        transform: ({ body }) => assertBodyShape(body, { allowed: [], objects: [] }, true),
+        params: ImportIdParams,
+        body: CancelImportBody,
+        response: { 200: ContactImport, ...errorResponses(400, 404, 409) },
+        detail: {
+          summary: 'Cancel a contact import that has not started',
+          description:
+            'An extension beyond the contract. Moves an import that is `awaiting-upload` or `uploaded` to `failed` ' +
+            'with `failureReason` "The import was cancelled.", so the account may create its next import at once; ' +
+            'an uploaded file is deleted and a file sent to its upload link later is never imported (the embedded ' +
+            "store's link refuses it with 403 AccessDenied). Takes no body (an empty JSON object is accepted). " +
+            'Idempotent: cancelling a cancelled import returns it again. 409 `conflict_error` when the import is ' +
+            '`importing`, has succeeded, or failed for another reason.',
+        },
+      },
+    );
 }

@@ -67,3 +67,8 @@ export const ImportPage = listOf(ContactImport);
 export const ImportListQuery = t.Object({ ...pageParams }, { additionalProperties: true });
 
 export const ImportIdParams = t.Object({ importId: t.String({ format: 'uuid', error: 'importId must be a UUID.' }) });
+
+/** The cancel extension takes no body; an empty JSON object is accepted, as for a contact's disable. */
+export const CancelImportBody = t.Optional(
+  t.Object({}, { additionalProperties: false, description: 'No body, or an empty JSON object.' }),
+);
