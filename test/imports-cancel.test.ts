@@ -5,12 +5,16 @@ import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:tes
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+// @ts-expect-error s3rver ships no type declarations
+import S3rver from 's3rver';
 import { loadConfig } from '../src/config';
+import { createImportQueue, type BullImportQueue } from '../src/imports/bullmq-queue';
 import { CANCELLED_REASON, expireUnused, NO_FILE_REASON, startRead } from '../src/imports/lifecycle';
 import type { ImportQueue } from '../src/imports/queue';
-import { createStore, importObjectKey, LocalStore } from '../src/storage';
+import { createStore, importObjectKey, LocalStore, type ObjectStore } from '../src/storage';
 import { uploadHandler } from '../src/uploads';
 import { runImport, UnrecoverableImportError } from '../worker/import';
+import { sweep } from '../worker/sweep';
 import { expectProblem, testApp, type Call, type TestApp } from './helpers/app';
 import { createAccount, createKey } from './helpers/fixtures';
 
@@ -328,5 +332,75 @@ describe('POST /v1/contact-imports/{id}/cancel: request shape, existence and aut
     expect((await row(id)).status).toBe('awaiting-upload');
     const writeOnly = await createKey(t.db.sql, t.accountId, ['imports:write']);
     expectCancelled(await cancel(id, { key: writeOnly }), id);
+  });
+});
+
+describe('with the s3 driver and a real queue: the presigned link cannot be refused', () => {
+  const PREFIX = `test-cancel-${crypto.randomUUID().slice(0, 8)}`;
+  let s3: TestApp;
+  let server: S3rver;
+  let storage: ObjectStore;
+  let bull: BullImportQueue;
+
+  beforeAll(async () => {
+    server = new S3rver({
+      address: '127.0.0.1',
+      port: 0,
+      silent: true,
+      directory: join(dir, 's3'),
+      configureBuckets: [{ name: 'imports', configs: [] }],
+    });
+    const { port } = (await server.run()) as unknown as { port: number };
+    const env = {
+      DATA_DIR: join(dir, 's3-data'),
+      S3_BUCKET: 'imports',
+      S3_ENDPOINT: `http://127.0.0.1:${port}`,
+      S3_ACCESS_KEY_ID: 'S3RVER',
+      S3_SECRET_ACCESS_KEY: 'S3RVER',
+    };
+    storage = await createStore(loadConfig(env));
+    s3 = await testApp({ storage }, env);
+    bull = createImportQueue(s3.db.redisUrl, { prefix: PREFIX });
+  });
+  afterAll(async () => {
+    await bull?.queue.obliterate({ force: true });
+    await bull?.close();
+    await s3?.close();
+    await server?.close();
+  });
+
+  test('uploaded (sweep), cancelled: object removed, queued job harmless, a later PUT never taken', async () => {
+    const created = await s3.call('POST', '/v1/contact-imports', {
+      body: { columns: ['Email'], duplicateContactStrategy: 'overwrite' },
+    });
+    expect(created.status).toBe(201);
+    const { id, uploadUrl } = created.body as { id: string; uploadUrl: string };
+    const key = importObjectKey(s3.accountId, id);
+    const run = () => sweep({ sql: s3.db.sql, storage, queue: bull });
+    expect((await fetch(uploadUrl, { method: 'PUT', body: CSV })).status).toBe(200);
+    expect((await run()).arrived).toEqual([id]);
+    expect(await bull.queue.getJob(id)).toBeDefined(); // queued before the cancel
+
+    const first = await s3.call('POST', `/v1/contact-imports/${id}/cancel`);
+    expectCancelled(first, id);
+    expect(await storage.head(key)).toBeUndefined();
+
+    // The job the sweep queued, run as the worker runs it: a final import is only cleaned up.
+    await runImport({ sql: s3.db.sql, storage, config: s3.deps.config }, s3.accountId, id);
+    const [r] = await s3.db
+      .sql`select status, started_at, attempts, cancelled_at from contact_imports where id = ${id}`;
+    expect([r!.status, r!.started_at, r!.attempts]).toEqual(['failed', null, 0]);
+    expect(r!.cancelled_at).toBeInstanceOf(Date);
+    const contacts = await s3.db.sql<{ n: number }[]>`
+      select count(*)::int as n from contacts where account_id = ${s3.accountId}`;
+    expect(contacts[0]!.n).toBe(0);
+
+    // S3 takes a PUT for the link's whole hour; the import never does, and the sweep queues nothing.
+    expect((await fetch(uploadUrl, { method: 'PUT', body: CSV })).status).toBe(200);
+    expect(await run()).toMatchObject({ arrived: [], requeued: [] });
+    const again = await s3.call('POST', `/v1/contact-imports/${id}/cancel`);
+    expectCancelled(again, id);
+    expect(again.body).toEqual(first.body);
+    expect(await storage.head(key)).toBeUndefined(); // a repeated cancel removes the late file too
   });
 });
