@@ -165,6 +165,32 @@ describe('POST /v1/contact-imports/{id}/cancel: an import that has not started',
     expect(enqueued).toEqual([]);
   });
 
+  test('a PUT under way when the cancel comes is refused at its end (403); nothing is stored or queued', async () => {
+    const { id, url } = await newImport();
+    let finish!: () => void;
+    const rest = new Promise<void>((resolve) => (finish = resolve));
+    const body = new ReadableStream<Uint8Array>({
+      async start(c) {
+        c.enqueue(new TextEncoder().encode('Email\na@example.com\n'));
+        await rest;
+        c.enqueue(new TextEncoder().encode('b@example.com\n'));
+        c.close();
+      },
+    });
+    const upload = put(new Request(url, { method: 'PUT', body }));
+    // The link let it in (the import was still awaiting its file): its temp file is being written.
+    for (let i = 0; i < 100 && !(await filesOf(id)).some((n) => n.startsWith('.tmp-')); i++) await Bun.sleep(10);
+    expect((await filesOf(id)).filter((n) => n.startsWith('.tmp-'))).toHaveLength(1);
+    expectCancelled(await cancel(id), id);
+    finish();
+    await expectS3Xml(await upload, 403, 'AccessDenied');
+    expect((await row(id)).status).toBe('failed');
+    expect((await row(id)).uploaded_at).toBeNull();
+    expect(await objectOf(id)).toBeUndefined();
+    expect(await filesOf(id)).toEqual([]);
+    expect(enqueued).toEqual([]);
+  });
+
   test('an uploaded import cancelled, then its link used again: refused, and the import stays cancelled', async () => {
     const { id, url } = await newImport();
     expect((await PUT(url, CSV)).status).toBe(200);
