@@ -4,6 +4,7 @@ import { importObjectKey } from '../storage';
 import { EntityTooLargeError, LocalStore, MAX_UPLOAD_BYTES, type Received } from '../storage/local';
 import { accessDenied, entityTooLarge, s3Error } from './s3-error';
 import { completeUpload, uploadWindow } from './complete';
+import { gzipBody, NotGzipError, uploadEncoding } from './encoding';
 import { isDatabaseUnavailable } from '../db-unavailable';
 import { DATABASE_RETRY_AFTER_SECONDS } from '../http/unavailable';
 
@@ -16,6 +17,10 @@ const PREFIX = '/uploads/';
  * PUT (XML errors, start before expiry, 5 GB limit, atomic object) and, unlike S3, knows at once
  * when a file arrived, so it marks the import uploaded and enqueues it without waiting for a sweep.
  * No Authorization header: the HMAC token is the credential.
+ *
+ * Beyond the contract, a gzip file is accepted (`Content-Encoding: gzip` or not) and stored as sent:
+ * the limit counts the bytes uploaded, and the worker decompresses it while it reads. A body declared
+ * gzip that does not start with gzip's magic bytes, or another coding, is refused before it is stored.
  */
 export function uploadHandler(deps: Deps, opts: { maxBytes?: number } = {}): (request: Request) => Promise<Response> {
   const handle = handleUpload(deps, opts.maxBytes ?? MAX_UPLOAD_BYTES);
@@ -50,6 +55,13 @@ function handleUpload(deps: Deps, maxBytes: number) {
     if (Date.now() >= grant.expiresAt * 1000) return accessDenied('Request has expired');
     const declared = request.headers.get('content-length');
     if (declared !== null && Number(declared) > maxBytes) return entityTooLarge(maxBytes);
+    const encoding = uploadEncoding(request.headers.get('content-encoding'));
+    if (!encoding)
+      return s3Error(
+        400,
+        'InvalidArgument',
+        'Unsupported Content-Encoding: send the file as it is, or gzip-compressed with Content-Encoding: gzip.',
+      );
 
     const { accountId, importId } = grant;
     const window = await uploadWindow(deps.sql, accountId, importId);
@@ -60,11 +72,18 @@ function handleUpload(deps: Deps, maxBytes: number) {
     const key = importObjectKey(accountId, importId);
     let received: Received;
     try {
-      received = await store.receive(key, request.body ?? emptyBody(), maxBytes, () => {
+      const body = request.body ?? emptyBody();
+      received = await store.receive(key, encoding === 'gzip' ? gzipBody(body) : body, maxBytes, () => {
         if (Date.now() > deadline) throw new WindowClosedError();
       });
     } catch (e) {
       if (e instanceof EntityTooLargeError) return entityTooLarge(maxBytes);
+      if (e instanceof NotGzipError)
+        return s3Error(
+          400,
+          'InvalidRequest',
+          'The request says Content-Encoding: gzip, but the body is not gzip data (it does not start with 1f 8b).',
+        );
       if (e instanceof WindowClosedError)
         return accessDenied('The import was not uploaded within 24 hours of its creation.');
       log('warn', 'upload aborted', { importId, ...errorFields(e) });
