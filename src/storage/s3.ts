@@ -57,7 +57,11 @@ export class S3Store implements ObjectStore {
 
   async read(key: string, etag?: string): Promise<Readable> {
     try {
-      const o = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key, IfMatch: etag }));
+      // identity: the stored bytes as they are. An object PUT with Content-Encoding: gzip is served with that
+      // header, and an HTTP client that decodes it (Bun's fetch does) would hide the gzip the worker reads itself.
+      const o = await this.client.send(
+        new GetObjectCommand({ Bucket: this.bucket, Key: key, IfMatch: etag, ResponseContentEncoding: 'identity' }),
+      );
       // Under Bun and Node the SDK's HTTP handler yields an IncomingMessage, a Node Readable.
       return o.Body as Readable;
     } catch (e) {
