@@ -38,6 +38,9 @@ function usage(): string {
     'commands:',
     ...lines,
     '',
+    'import --file takes a CSV file, or a gzip-compressed one (e.g. list.csv.gz; recognised by its first',
+    'bytes), read through gunzip as it streams: an extension beyond the interface contract.',
+    '',
     'Uses DATABASE_URL, or the embedded local PostgreSQL.',
   ].join('\n');
 }
