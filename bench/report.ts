@@ -5,6 +5,9 @@
 import { cpus, totalmem } from 'node:os';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { FileMeta } from './generate';
+import type { GzipRun } from './gzip-import';
+import type { ImportRun } from './import-flow';
 
 /** Prints `[label] 42% (n/total unit)` on stderr at every 5% step or every 5 s, whichever comes first. */
 export class Progress {
@@ -121,4 +124,20 @@ export async function writeResults(dir: string, result: object): Promise<string>
   const path = join(dir, `${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   await Bun.write(path, `${JSON.stringify(result, null, 2)}\n`);
   return path;
+}
+
+/**
+ * `import A gzip: 187.0 MB -> 52.3 MB gzip (3.58:1, level 6, compressed once in 4.1 s); upload 0.3 s
+ * (import A 1.1 s); import 12.9 s = 1.02 x import A, 6.83 x L1`
+ */
+export function gzipLine(plain: FileMeta, run: GzipRun, a: ImportRun | undefined, l1: { seconds: number } | undefined) {
+  const mb = (n: number) => `${(n / 1e6).toFixed(1)} MB`;
+  const f = run.file;
+  return (
+    `import A gzip: ${mb(plain.bytes)} -> ${mb(f.bytes)} gzip (${fix(plain.bytes / f.bytes, 2)}:1, level ${f.level}, ` +
+    `compressed once in ${fix(f.compressSeconds, 1)} s); upload ${fix(run.uploadSeconds, 2)} s` +
+    `${a ? ` (import A ${fix(a.uploadSeconds, 2)} s)` : ''}; import ${fix(run.seconds, 2)} s` +
+    `${a ? ` = ${fix(run.seconds / a.seconds, 2)} x import A` : ''}` +
+    `${l1 ? `, ${fix(run.seconds / l1.seconds, 2)} x L1` : ''}`
+  );
 }
