@@ -160,9 +160,12 @@ async function importStatus(id: string) {
   return r!;
 }
 
+/** The staged rows and merge tables of an import still there (a report of rejected rows may be kept apart). */
 async function stagingTables(id: string): Promise<number> {
+  const hex = id.replaceAll('-', '');
   const [r] = await t.db.sql<{ n: number }[]>`
-    select count(*)::int as n from pg_class where relname like ${`import_%_${id.replaceAll('-', '')}`}`;
+    select count(*)::int as n from pg_class
+    where relname = ${`import_rows_${hex}`} or relname like ${`import_merge_${hex}%`}`;
   return r!.n;
 }
 
