@@ -30,6 +30,13 @@ export interface Config {
    * Off, every request takes the plain path: the test suite runs the contact files both ways.
    */
   readonly contactFastPath: boolean;
+  /**
+   * Imports record the rows they reject and keep a rejected-rows report of them (an extension
+   * beyond the contract; worker/import/report.ts). Off, nothing is recorded and no report is made.
+   */
+  readonly rejectedRowsReport: boolean;
+  /** Days a rejected-rows report is kept after its import finished; the sweep removes it then. */
+  readonly rejectedRowsRetentionDays: number;
 }
 
 export type StorageConfig =
@@ -129,6 +136,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     migrateOnStart: bool(env, 'MIGRATE_ON_START', true),
     appName: nonEmpty(env, 'APP_NAME') ?? DEFAULT_APP_NAME,
     contactFastPath: bool(env, 'CONTACT_FAST_PATH', true),
+    rejectedRowsReport: bool(env, 'REJECTED_ROWS_REPORT', true),
+    rejectedRowsRetentionDays: int(env, 'REJECTED_ROWS_RETENTION_DAYS', 30, 1, 3650),
   });
 }
 

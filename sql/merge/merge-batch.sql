@@ -18,6 +18,7 @@
 -- $1  account id             $2  import id             $3  last seq of the part already merged
 -- $4  last seq of this batch $5  strategy              $6  overwrite brands (only with overwrite)
 -- $7  restore disabled       $8  publish events        $9  import method (api | manual)
+-- $10 record skipped rows for the rejected-rows report into :"rejects_table" (worker/import/rejects.ts)
 -- The contact and the seed of each staged row are looked up through their primary keys, one probe
 -- per row: LATERAL … OFFSET 0 is never flattened into a join, so the planner cannot pick another
 -- shape. That is deliberate. As a plain join, statistics of `contacts` that predate the account
@@ -25,7 +26,7 @@
 -- then filter them for every staged row (quadratic: 10,000 rows against 10,000 contacts took 7 s,
 -- a 1M-row import did not finish); with fresh statistics it would rather hash the whole account.
 with batch as (
-  select r.email_md5, r.email, r.attributes, r.brand_ids, r.attribute_count,
+  select r.email_md5, r.row_no, r.email, r.attributes, r.brand_ids, r.attribute_count,
          c.target,
          c.target is not null as found,
          c.enabled,
@@ -59,6 +60,13 @@ merged as (
       when b.enabled and $5::text = 'skip' then 'skip'         -- skip leaves an enabled contact as is
       else 'merge'
     end as action,
+    -- The report's reason for each 'skip' above, in the same order (src/imports/rejections.ts).
+    case
+      when b.seed then 'seed_address'
+      when not b.found then null
+      when not b.enabled and not $7::bool then 'disabled_contact'
+      when b.enabled and $5::text = 'skip' then 'existing_contact'
+    end as skip_reason,
     case $5::text
       -- Sent values win. A row that sends every attribute of the schema replaces them all: the
       -- contact can hold no key outside the schema (every write is checked against it, and an
@@ -101,8 +109,8 @@ merged as (
 planned as (
   -- Only what the writes below read: this CTE is materialized, and the old attributes alone are
   -- a quarter of its width.
-  select m.email_md5, m.email, m.attributes, m.brand_ids, m.target, m.old_brand_ids,
-         m.new_attributes, m.new_brand_ids,
+  select m.email_md5, m.row_no, m.email, m.attributes, m.brand_ids, m.target, m.old_brand_ids,
+         m.new_attributes, m.new_brand_ids, coalesce(m.skip_reason, 'unchanged') as skip_reason,
     case
       when m.action <> 'merge' then m.action
       when not m.enabled
@@ -111,6 +119,15 @@ planned as (
       else 'skip'
     end as outcome
   from merged m
+),
+
+-- The skipped rows, for the report: committed with the batch, so each is recorded exactly once.
+skips as (
+  insert into :"rejects_table" (row_no, reason)
+  select p.row_no, p.skip_reason
+  from planned p
+  where $10::bool and p.outcome = 'skip'
+  returning 1
 ),
 
 inserted as (

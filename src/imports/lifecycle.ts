@@ -16,6 +16,7 @@ import type { AnySql, Sql, Tx } from '../db';
  *   importing: dedupe or merge ─backToRead→ read (the staged rows were lost)
  *   awaiting-upload ─expireUnused→ failed;  awaiting-upload, uploaded, importing ─markImportFailed→ failed
  *   awaiting-upload, uploaded ─cancelImport→ failed (cancelled_at set)
+ *   success ─expireRejectedRows→ success without its rejected-rows report (retention)
  */
 
 /** What an import is declared with (the API's request, or the admin CLI's flags and file header). */
@@ -137,19 +138,28 @@ export async function pinEtag(
     where account_id = ${accountId}::uuid and id = ${importId}::uuid and object_etag is null`;
 }
 
+/** What the read phase found: counts, and what the rejected-rows report needs to find rows again. */
+export interface ReadFacts {
+  malformed: number;
+  staged: number;
+  /** every row the CSV parser gave, blank lines and the header included */
+  fileRows: number;
+  /** the line ending the parser chose */
+  linebreak: string;
+  /** whether the read recorded the rows it rejected (the report is on) */
+  recorded: boolean;
+}
+
 /**
  * The file is read: phase `dedupe`. The malformed count is committed only here, so a read killed
  * half way leaves nothing that a second read could count twice.
  */
-export async function readDone(
-  sql: Sql,
-  accountId: string,
-  importId: string,
-  read: { malformed: number; staged: number },
-): Promise<boolean> {
+export async function readDone(sql: Sql, accountId: string, importId: string, read: ReadFacts): Promise<boolean> {
   const r = await sql`
     update contact_imports
-    set malformed_count = ${read.malformed}, staged_count = ${read.staged}, phase = 'dedupe', updated_at = now()
+    set malformed_count = ${read.malformed}, staged_count = ${read.staged},
+        file_rows = ${read.fileRows}, file_linebreak = ${read.linebreak}, rejects_recorded = ${read.recorded},
+        phase = 'dedupe', updated_at = now()
     where account_id = ${accountId}::uuid and id = ${importId}::uuid and status = 'importing' and phase = 'read'`;
   return r.count > 0;
 }
@@ -228,19 +238,54 @@ export async function advanceMerge(
   return advanced?.percentComplete;
 }
 
+/** A written rejected-rows report: its object and line count, kept for `retentionDays`. */
+export interface RejectedRowsReport {
+  key: string;
+  lines: number;
+  retentionDays: number;
+}
+
 /**
- * `success` with completedAt, percentComplete gone (it exists only while importing), and the
- * bulk-operation hold lifted, in one commit. Only a merge that accounted for every row can finish.
+ * `success` with completedAt, percentComplete gone (it exists only while importing), the
+ * rejected-rows report if one was written, and the bulk-operation hold lifted, in one commit. Only
+ * a merge that accounted for every row can finish.
  */
-export async function finishImport(sql: Sql, accountId: string, importId: string): Promise<void> {
+export async function finishImport(
+  sql: Sql,
+  accountId: string,
+  importId: string,
+  report?: RejectedRowsReport,
+): Promise<void> {
   await sql.begin(async (tx) => {
     await tx`
       update contact_imports
-      set status = 'success', completed_at = now(), percent_complete = null, phase = 'finish', updated_at = now()
+      set status = 'success', completed_at = now(), percent_complete = null, phase = 'finish', updated_at = now(),
+          rejected_rows_key = ${report?.key ?? null}, rejected_rows_count = ${report?.lines ?? null},
+          rejected_rows_expires_at = now() + ${report?.retentionDays ?? null}::int * interval '1 day'
       where account_id = ${accountId}::uuid and id = ${importId}::uuid
         and status = 'importing' and phase = 'merge' and checkpoint >= coalesce(row_count, 0)`;
     await releaseContactWrites(tx, accountId, importId);
   });
+}
+
+/**
+ * Reports past their retention, forgotten: the sweep removes their objects after this commits (a
+ * crash in between leaves an object no import points to, which the store's own expiry may take).
+ */
+export async function expireRejectedRows(sql: Sql, limit: number): Promise<{ id: string; key: string }[]> {
+  return sql<{ id: string; key: string }[]>`
+    update contact_imports c
+    -- expires_at stays: it tells a report that is no longer kept from an import that had none.
+    set rejected_rows_key = null, rejected_rows_count = null
+    from (
+      select account_id, id, rejected_rows_key from contact_imports
+      where rejected_rows_key is not null and rejected_rows_expires_at <= now()
+      order by rejected_rows_expires_at
+      limit ${limit}
+      for update skip locked
+    ) old
+    where c.account_id = old.account_id and c.id = old.id
+    returning c.id, old.rejected_rows_key as key`;
 }
 
 /**

@@ -22,3 +22,8 @@ export async function createStore(config: Config): Promise<ObjectStore> {
 export function importObjectKey(accountId: string, importId: string): string {
   return `contact-imports/${accountId}/${importId}.csv`;
 }
+
+/** Where an import's rejected-rows report is kept, beside its file (worker/import/report.ts). */
+export function rejectedRowsObjectKey(accountId: string, importId: string): string {
+  return `contact-imports/${accountId}/${importId}.rejected-rows.csv`;
+}

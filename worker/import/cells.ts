@@ -1,5 +1,15 @@
+import type { Reason } from '../../src/imports/rejections';
 import type { AttributeType } from '../../src/schema/service';
-import { NOT_SENT, readText, splitList, tooLong, trimEnds, validEmail } from '../../src/schema/values';
+import {
+  NOT_OF_TYPE,
+  NOT_SENT,
+  readText,
+  splitList,
+  tooLong,
+  TOO_LONG,
+  trimEnds,
+  validEmail,
+} from '../../src/schema/values';
 
 /**
  * One CSV data row → one line of COPY text for the staging table, or undefined when the row is
@@ -51,6 +61,15 @@ export class RowReader {
   private readonly keys: string[];
   /** Column indexes in the order their keys are written (see jsonbKeyOrder). */
   private readonly order: number[];
+  /**
+   * Why the last row `line` refused was refused, and the index of the column at fault (-1: the
+   * row as a whole). Set only on a refusal, so the common path pays nothing for it; with several
+   * faults in one row it names the first one met (cells are read in jsonbKeyOrder).
+   */
+  reason: Reason = 'wrong_field_count';
+  column = -1;
+  /** The md5 (32 hex digits) of the email of the last row `line` took. */
+  md5 = '';
 
   constructor(
     columns: readonly Column[],
@@ -66,7 +85,7 @@ export class RowReader {
   /** The staging line `row_no, email_md5, email, attributes, brand_ids, attribute_count` (COPY text), or undefined. */
   line(rowNo: number, cells: readonly string[]): string | undefined {
     const kinds = this.kinds;
-    if (cells.length !== kinds.length) return undefined;
+    if (cells.length !== kinds.length) return this.refuse('wrong_field_count', -1);
     let email: string | undefined;
     let json = '';
     let sent = 0;
@@ -81,7 +100,11 @@ export class RowReader {
       if (kinds[i] === ATTRIBUTE) {
         const type = this.types[i]!;
         const value = readText(type, text, 'cell');
-        if (typeof value !== 'string') return undefined;
+        if (typeof value !== 'string')
+          return this.refuse(
+            value === NOT_OF_TYPE ? 'wrong_type' : value === TOO_LONG ? 'value_too_long' : 'nul_character',
+            i,
+          );
         if (value === NOT_SENT) continue;
         // A backslash comes only from a JSON escape, in a string (its JSON is then longer than the
         // quoted text; a length test, as indexOf would flatten the concatenated text) or a list.
@@ -91,33 +114,40 @@ export class RowReader {
         sent++;
         continue;
       }
-      if (text.indexOf('\0') !== -1 || tooLong(text)) return undefined;
+      if (text.indexOf('\0') !== -1) return this.refuse('nul_character', i);
+      if (tooLong(text)) return this.refuse('value_too_long', i);
       if (kinds[i] === IDENTITY) {
-        if (!validEmail(text)) return undefined;
+        if (!validEmail(text)) return this.refuse('invalid_email', i);
         email = text;
         continue;
       }
       const list = splitList(text);
-      if (list === undefined) return undefined;
+      if (list === undefined) return this.refuse('value_too_long', i);
       for (const entry of list) {
         const id = this.brands.resolve(entry);
-        if (id === undefined) return undefined;
+        if (id === undefined) return this.refuse('unknown_brand', i);
         brandIds ??= [];
         if (!brandIds.includes(id)) brandIds.push(id);
       }
     }
-    if (email === undefined) return undefined;
+    if (email === undefined) return this.refuse('missing_email', kinds.indexOf(IDENTITY));
     for (const id of this.importBrandIds) {
       brandIds ??= [];
       if (!brandIds.includes(id)) brandIds.push(id);
     }
-    const md5 = Bun.MD5.hash(email.toLowerCase(), 'hex') as string;
+    const md5 = (this.md5 = Bun.MD5.hash(email.toLowerCase(), 'hex') as string);
     // COPY text format reads backslash escapes; JSON's own escapes must survive it. JSON has no raw
     // tab or newline, and a valid address has neither backslash nor control characters.
     if (backslash) json = json.replaceAll('\\', '\\\\');
     const brands =
       brandIds === undefined ? '{}' : brandIds.length === 1 ? `{${brandIds[0]!}}` : `{${brandIds.join(',')}}`;
     return `${rowNo}\t${md5}\t${email}\t{${json}}\t${brands}\t${sent}\n`;
+  }
+
+  private refuse(reason: Reason, column: number): undefined {
+    this.reason = reason;
+    this.column = column;
+    return undefined;
   }
 }
 

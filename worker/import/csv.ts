@@ -45,8 +45,8 @@ export function utf8Text(source: AsyncIterable<Uint8Array>): Readable {
  * Feeds `text` through papaparse in chunk mode and calls `onRows` synchronously for each parsed
  * chunk: the rows as arrays of cells, the indexes (in that chunk) of rows papaparse flagged (a
  * malformed quote), and how many characters papaparse holds unparsed (an unfinished row). Whatever
- * `onRows` throws ends the parse with that error. Backpressure is the caller's: pausing `text`
- * stops the chunks, resuming it restarts them.
+ * `onRows` throws ends the parse with that error. `linebreak` is the line ending papaparse chose.
+ * Backpressure is the caller's: pausing `text` stops the chunks, resuming it restarts them.
  *
  * The unparsed count matters: papaparse keeps an unfinished row in memory and parses it again with
  * every chunk, so a quote that is never closed would otherwise pull the rest of a 5 GB file into
@@ -57,7 +57,7 @@ export function utf8Text(source: AsyncIterable<Uint8Array>): Readable {
  */
 export function parseCsv(
   text: Readable,
-  onRows: (rows: string[][], flagged: ReadonlySet<number> | undefined, unparsed: number) => void,
+  onRows: (rows: string[][], flagged: ReadonlySet<number> | undefined, unparsed: number, linebreak: string) => void,
 ): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     let failed = false;
@@ -84,7 +84,7 @@ export function parseCsv(
         let flagged: Set<number> | undefined;
         for (const e of results.errors) if (e.row !== undefined) (flagged ??= new Set()).add(e.row);
         // meta.cursor is absolute: the end of the last complete row papaparse handed out.
-        onRows(results.data, flagged, fed - results.meta.cursor);
+        onRows(results.data, flagged, fed - results.meta.cursor, results.meta.linebreak);
       },
       complete() {
         if (!failed) resolve();

@@ -55,8 +55,9 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
   // An earlier dedupe of this import committed (rowCount is known) and its merge table was lost
   // since: rebuild it for the merge under way, leaving checkpoint and counters alone.
   const rebuilt = job.rowCount !== null;
-  const [staging] = await p.sql<{ staged_count: number | null }[]>`
-    select staged_count from contact_imports where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
+  const [staging] = await p.sql<{ staged_count: number | null; rejects_recorded: boolean }[]>`
+    select staged_count, rejects_recorded from contact_imports
+    where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
   // A crash empties an unlogged table as a whole, so one row present means all are: no count of
   // the whole table (a full scan, ~5 s at 25M rows) just to check.
   const staged = Number(staging?.staged_count ?? -1);
@@ -73,12 +74,25 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
   if (rebuilt && kept !== Number(job.rowCount)) {
     throw new Error(`import ${job.id}: the file read again deduplicates to ${kept} rows, not ${job.rowCount}`);
   }
+  if (staging?.rejects_recorded) await checkDuplicates(p, t, staged - kept);
 
   return p.sql.begin(async (tx) => {
     const moved = await dedupeDone(tx, job.accountId, job.id, { staged, kept, rebuilt });
     await tx.unsafe(`drop table ${t.rows}`);
     return { staged, kept, rebuilt, moved };
   });
+}
+
+/**
+ * The read phase recorded the duplicate rows by another route than dedupe's (worker/import/rejects.ts):
+ * both must agree, or the report would not add up to duplicateInFileCount.
+ */
+async function checkDuplicates(p: Pipeline, t: StagingTables, duplicates: number): Promise<void> {
+  const [r] = await p.sql.unsafe<{ n: number }[]>(
+    `select count(*)::int8 as n from ${t.rejects} where reason = 'duplicate_in_file'`,
+  );
+  if (Number(r!.n) !== duplicates)
+    throw new Error(`import ${p.job.id}: ${r!.n} duplicate rows recorded, but dedupe dropped ${duplicates}`);
 }
 
 /**
@@ -101,9 +115,10 @@ async function buildPart(p: Pipeline, rows: string, part: MergePart): Promise<nu
     await tx.unsafe(`drop table if exists ${part.table}`);
     const created = await tx.unsafe(`
       create unlogged table ${part.table} as
-      select row_number() over (order by email_md5) as seq, email_md5, email, attributes, brand_ids, attribute_count
+      select row_number() over (order by email_md5) as seq, email_md5, row_no, email, attributes, brand_ids,
+             attribute_count
       from (
-        select distinct on (email_md5) email_md5, email, attributes, brand_ids, attribute_count
+        select distinct on (email_md5) email_md5, row_no, email, attributes, brand_ids, attribute_count
         from ${rows}
         where ${range}
         order by email_md5, row_no desc

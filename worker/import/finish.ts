@@ -1,22 +1,27 @@
 import { releaseContactWrites } from '../../src/contacts/write-guard';
 import type { Sql } from '../../src/db';
 import { finishImport } from '../../src/imports/lifecycle';
+import { rejectedRowsObjectKey } from '../../src/storage';
 import type { ObjectStore } from '../../src/storage/store';
-import { dropStaging } from './staging';
+import { writeReport } from './report';
+import { dropRejects, dropStaging } from './staging';
 import type { ImportJob, Pipeline, Step } from './state';
 
 /**
- * Phase 4, finish: `success` with completedAt, and the bulk-operation hold lifted, in one commit
+ * Phase 4, finish: the rejected-rows report written to the object store (report.ts), then
+ * `success` with completedAt, the report's key, and the bulk-operation hold lifted, in one commit
  * (finishImport). Only a merge that accounted for every row can finish.
  */
 export async function finishPhase(p: Pipeline): Promise<Step> {
-  await finishImport(p.sql, p.job.accountId, p.job.id);
+  const report = await writeReport(p);
+  await finishImport(p.sql, p.job.accountId, p.job.id, report);
   p.log('import finished', { importId: p.job.id });
   return { phase: 'done' };
 }
 
 /**
- * After a final status: drop the staging tables and remove the object. Both are idempotent and run
+ * After a final status: drop the staging tables and the rejected rows (the report, if any, is in
+ * the object store by now) and remove the uploaded object. Both are idempotent and run
  * after the commit, so a crash in between only leaves garbage the next run (which sees the final
  * status and does nothing but this) removes. A failure here never fails the import.
  */
@@ -29,9 +34,12 @@ export async function cleanup(sql: Sql, store: ObjectStore, job: ImportJob, log:
   );
   try {
     await dropStaging(sql, job.id);
+    await dropRejects(sql, job.id);
   } catch (e) {
     log('import cleanup: staging not dropped', { importId: job.id, error: String(e) });
   }
+  // A report written by a run whose finish did not take (the import was failed meanwhile) is no one's.
+  if (job.status === 'failed') await store.remove(rejectedRowsObjectKey(job.accountId, job.id)).catch(() => {});
   if (!job.objectKey) return;
   try {
     await store.remove(job.objectKey);

@@ -106,7 +106,18 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
       if (!job || job.status === 'awaiting-upload') return;
       if (job.status === 'success' || job.status === 'failed') return await cleanup(sql, storage, job, log);
       const { importBatchSize: batchSize, importMergeConcurrency: mergeConcurrency } = deps.config;
-      const p: Pipeline = { sql, conn, store: storage, job, batchSize, mergeConcurrency, log };
+      const { rejectedRowsReport: report, rejectedRowsRetentionDays: reportRetentionDays } = deps.config;
+      const p: Pipeline = {
+        sql,
+        conn,
+        store: storage,
+        job,
+        batchSize,
+        mergeConcurrency,
+        report,
+        reportRetentionDays,
+        log,
+      };
       let end: Step;
       try {
         end = await runPhases(p);

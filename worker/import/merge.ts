@@ -3,8 +3,9 @@ import { withAccountHold } from './merge/account-hold';
 import type { Part } from './merge/batch';
 import { mergeBatches } from './merge/schedule';
 import { partStatements } from './merge/sql-files';
+import { rejectsTableDdl } from './rejects';
 import { partSizes, stagingTables } from './staging';
-import { StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
+import { loadReportFacts, StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
 
 /**
  * Phase 3, merge: the deduplicated rows applied to the account's contacts in batches of
@@ -26,17 +27,21 @@ export async function mergePhase(p: Pipeline, merge: MergeProgress): Promise<Ste
   if (!sizes || sizes.reduce((a, b) => a + b, 0) !== rowCount) {
     throw new StagingLostError(`the merge table of import ${job.id} does not hold its ${rowCount} rows`);
   }
+  const t = stagingTables(job.id);
+  // The read made it; an import read by an older worker has none, and records nothing in it.
+  await p.sql.unsafe(rejectsTableDdl(t.rejects));
+  const { rejectsRecorded } = await loadReportFacts(p.sql, job);
   const parts: Part[] = [];
   let offset = 0;
-  for (const [k, part] of stagingTables(job.id).parts.entries()) {
+  for (const [k, part] of t.parts.entries()) {
     const size = sizes[k]!;
-    parts.push({ offset, size, statements: await partStatements(part.table) });
+    parts.push({ offset, size, statements: await partStatements(part.table, t.rejects) });
     offset += size;
   }
 
   const seconds = Math.ceil((rowCount - checkpoint) / MERGE_ROWS_PER_SECOND);
   const merged = await withAccountHold(p, seconds, () =>
-    mergeBatches({ p, rowCount, parts }, checkpoint, Math.max(1, p.mergeConcurrency)),
+    mergeBatches({ p, rowCount, parts, recordSkips: rejectsRecorded }, checkpoint, Math.max(1, p.mergeConcurrency)),
   );
   return merged ? { phase: 'finish' } : { phase: 'stopped' };
 }

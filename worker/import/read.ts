@@ -6,6 +6,9 @@ import { RowReader } from './cells';
 import { headerMismatch, loadBrands, loadColumns } from './columns';
 import { CopySink } from './copy-sink';
 import { parseCsv, utf8Text } from './csv';
+import { decompressed } from './decompress';
+import { forgetRead, recordDuplicates, RejectWriter, rejectsTableDdl } from './rejects';
+import { RepeatFilter, repeatsTableDdl } from './repeats';
 import { dropStaging, rowsTableDdl, stagingTables } from './staging';
 import { ImportFileError, type Pipeline, type Step } from './state';
 
@@ -18,13 +21,18 @@ const MAX_CHARS_PER_COLUMN = 1024;
 const MAX_ROW_CHARS = 1 << 20;
 
 /**
- * Phase 1, read: stream the pinned object through papaparse, validate and normalise every row in
- * the worker, COPY the good ones into the UNLOGGED staging table, count the malformed ones.
- * Returns dedupe as the next phase.
+ * Phase 1, read: stream the pinned object (gunzipped when it is gzip) through papaparse, validate
+ * and normalise every row in the worker, COPY the good ones into the UNLOGGED staging table, count
+ * the malformed ones. Returns dedupe as the next phase.
  *
- * Restart-safe by starting over: the staging tables are made anew first, and the malformed count
- * is kept in memory and committed only together with the move to `dedupe` (readDone), so a read
- * killed half way leaves nothing that a second read could count twice.
+ * With the rejected-rows report on, it also records why each malformed row was refused, and which
+ * staged rows an email of a later row supersedes (rejects.ts, repeats.ts), and what the report
+ * needs to find the rows in the file again (readDone's file facts; report.ts).
+ *
+ * Restart-safe by starting over: the staging tables are made anew first, what an earlier read
+ * recorded is forgotten, and the malformed count is kept in memory and committed only together
+ * with the move to `dedupe` (readDone), so a read killed half way leaves nothing that a second read
+ * could count twice.
  */
 export async function readPhase(p: Pipeline): Promise<Step> {
   const { sql, conn, store, job } = p;
@@ -37,20 +45,33 @@ export async function readPhase(p: Pipeline): Promise<Step> {
   const reader = new RowReader(columns, brands, job.brandIds);
   const maxRowChars = Math.max(MAX_ROW_CHARS, columns.length * MAX_CHARS_PER_COLUMN);
 
+  // A read again for a merge under way (its staging was lost) keeps the decision of the first read:
+  // the merge's committed batches recorded their skipped rows, or did not.
+  const report = job.rowCount !== null ? job.rejectsRecorded : p.report;
   const t = stagingTables(job.id);
   // Made anew: an earlier read of this import may have left rows behind (and a merge table built from them).
   await dropStaging(conn, job.id);
   await conn.unsafe(rowsTableDdl(t.rows));
+  // Made always (the merge's statements name it), filled only with the report on.
+  await conn.unsafe(rejectsTableDdl(t.rejects));
+  await forgetRead(sql, t.rejects);
+  if (report) await conn.unsafe(repeatsTableDdl(t.repeats));
+  const rejects = report ? new RejectWriter(sql, t.rejects) : undefined;
+  const repeats = report ? new RepeatFilter(sql, t.repeats, Number(job.objectSize ?? 0) / 40) : undefined;
 
   const source = await openObject(store, job.objectKey!, etag);
-  const text = utf8Text(source);
+  const text = utf8Text(decompressed(source));
   const sink = new CopySink(conn, t.rows, p.batchSize);
   let headerSeen = false;
   let rowNo = 0;
   let malformed = 0;
   let counted = 0; // rows already in the import_rows_read metric
+  let fileRows = 0; // every row papaparse gave, blank lines and the header too (see report.ts)
+  let linebreak = '\n';
   try {
-    await parseCsv(text, (rows, flagged, unparsed) => {
+    await parseCsv(text, (rows, flagged, unparsed, newline) => {
+      fileRows += rows.length;
+      linebreak = newline;
       for (let i = 0; i < rows.length; i++) {
         const cells = rows[i]!;
         if (cells.length === 1 && cells[0]!.trim() === '') continue; // a blank line is not a row
@@ -61,9 +82,18 @@ export async function readPhase(p: Pipeline): Promise<Step> {
           continue;
         }
         rowNo++;
-        const line = flagged?.has(i) ? undefined : reader.line(rowNo, cells);
-        if (line === undefined) malformed++;
-        else sink.add(line);
+        const bad = flagged?.has(i);
+        const line = bad ? undefined : reader.line(rowNo, cells);
+        if (line !== undefined) {
+          sink.add(line);
+          repeats?.add(reader.md5);
+          continue;
+        }
+        malformed++;
+        if (!rejects) continue;
+        if (bad) rejects.add(rowNo, 'bad_quote', -1);
+        else
+          rejects.add(rowNo, reader.reason, reader.column, reader.reason === 'wrong_field_count' ? cells.length : null);
       }
       importRowsRead.inc(rowNo - counted);
       counted = rowNo;
@@ -84,14 +114,20 @@ export async function readPhase(p: Pipeline): Promise<Step> {
     });
     if (!headerSeen) throw new ImportFileError('The file is empty: it has no header row.');
     await sink.close();
+    await rejects?.close();
+    await repeats?.close();
   } catch (e) {
     source.destroy();
     await sink.abort();
+    await rejects?.close().catch(() => {});
+    await repeats?.close().catch(() => {});
     throw e;
   }
+  const duplicates = repeats && repeats.count > 0 ? await recordDuplicates(sql, t) : 0;
 
-  if (!(await readDone(sql, job.accountId, job.id, { malformed, staged: sink.rows }))) return { phase: 'stopped' };
-  p.log('import read', { importId: job.id, rows: rowNo, staged: sink.rows, malformed });
+  const read = { malformed, staged: sink.rows, fileRows, linebreak, recorded: report };
+  if (!(await readDone(sql, job.accountId, job.id, read))) return { phase: 'stopped' };
+  p.log('import read', { importId: job.id, rows: rowNo, staged: sink.rows, malformed, duplicates });
   return { phase: 'dedupe' };
 }
 

@@ -29,6 +29,17 @@ export interface StagingTables {
    * n - (rows of the parts before) of its part.
    */
   parts: MergePart[];
+  /**
+   * Emails the read phase saw more than once, perhaps (worker/import/repeats.ts): where the
+   * duplicate rows of the rejected-rows report are looked for.
+   */
+  repeats: string;
+  /**
+   * The rows of the file that were not added or updated, and why (worker/import/rejects.ts).
+   * LOGGED, unlike the rest: merge batches add their skipped rows in their own commits, which a
+   * crash must not take back. Not dropped with the staging; see dropRejects.
+   */
+  rejects: string;
 }
 
 /**
@@ -46,7 +57,7 @@ export function stagingTables(importId: string): StagingTables {
     from: bound(k),
     to: bound(k + 1),
   }));
-  return { rows: `import_rows_${hex}`, parts };
+  return { rows: `import_rows_${hex}`, parts, repeats: `import_repeats_${hex}`, rejects: `import_rejects_${hex}` };
 }
 
 /** The uuid whose 128 bits are `n`. */
@@ -57,7 +68,7 @@ function uuidAt(n: bigint): string {
 
 /** Every table name of one import's staging, for `drop table if exists`. */
 function allStagingTables(t: StagingTables): string {
-  return [t.rows, ...t.parts.map((x) => x.table)].join(', ');
+  return [t.rows, t.repeats, ...t.parts.map((x) => x.table)].join(', ');
 }
 
 /**
@@ -79,9 +90,17 @@ export function rowsTableDdl(table: string): string {
     )`;
 }
 
-/** Drops all staging tables; safe to run any number of times, on any connection. */
+/**
+ * Drops the staging tables (not the rejected rows: a read that starts over during a merge keeps
+ * the merge's); safe to run any number of times, on any connection.
+ */
 export async function dropStaging(sql: Sql, importId: string): Promise<void> {
   await sql.unsafe(`drop table if exists ${allStagingTables(stagingTables(importId))}`);
+}
+
+/** Drops the import's rejected rows, once its report is written (or it failed); idempotent. */
+export async function dropRejects(sql: Sql, importId: string): Promise<void> {
+  await sql.unsafe(`drop table if exists ${stagingTables(importId).rejects}`);
 }
 
 /**

@@ -45,6 +45,11 @@ export interface ImportJob {
   rowCount: number | null;
   objectKey: string | null;
   objectEtag: string | null;
+  objectSize: number | null;
+  /** the last read recorded the rows it rejected, for the report (see readDone) */
+  rejectsRecorded: boolean;
+  fileRows: number | null;
+  fileLinebreak: string | null;
   phase: Phase | null;
   checkpoint: number;
 }
@@ -55,7 +60,9 @@ export async function loadImport(sql: Sql, accountId: string, importId: string):
            duplicate_contact_strategy as strategy, overwrite_brands as "overwriteBrands",
            restore_disabled as "restoreDisabled", publish_events as "publishEvents",
            brand_ids::text[] as "brandIds", row_count as "rowCount", object_key as "objectKey",
-           object_etag as "objectEtag", phase, checkpoint
+           object_etag as "objectEtag", object_size as "objectSize",
+           rejects_recorded as "rejectsRecorded", file_rows as "fileRows", file_linebreak as "fileLinebreak",
+           phase, checkpoint
     from contact_imports
     where account_id = ${accountId}::uuid and id = ${importId}::uuid`;
   return row;
@@ -94,5 +101,23 @@ export interface Pipeline {
   job: Readonly<ImportJob>;
   batchSize: number;
   mergeConcurrency: number;
+  /** Whether the run records rejected rows and writes their report (REJECTED_ROWS_REPORT). */
+  report: boolean;
+  /** How long a report is kept, in days (REJECTED_ROWS_RETENTION_DAYS). */
+  reportRetentionDays: number;
   log: (msg: string, fields?: object) => void;
 }
+
+/**
+ * The import's rejected-rows facts as committed now: the job loaded at the start of a run predates
+ * a read phase of the same run.
+ */
+export async function loadReportFacts(sql: Sql, job: Readonly<ImportJob>): Promise<ReportFacts> {
+  const [row] = await sql<ReportFacts[]>`
+    select rejects_recorded as "rejectsRecorded", file_rows as "fileRows", file_linebreak as "fileLinebreak",
+           object_etag as "objectEtag"
+    from contact_imports where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
+  return row ?? { rejectsRecorded: false, fileRows: null, fileLinebreak: null, objectEtag: null };
+}
+
+export type ReportFacts = Pick<ImportJob, 'rejectsRecorded' | 'fileRows' | 'fileLinebreak' | 'objectEtag'>;

@@ -20,6 +20,8 @@ export interface Merge {
   p: Pipeline;
   rowCount: number;
   parts: Part[];
+  /** record the skipped rows for the rejected-rows report (the import's read recorded its own) */
+  recordSkips: boolean;
 }
 
 /** One batch, (lo, hi] of the import's seq, and where it stands among the batches in flight. */
@@ -139,6 +141,7 @@ async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {
               job.restoreDisabled,
               job.publishEvents,
               job.method,
+              m.recordSkips,
             ],
             { prepare: false },
           )

@@ -12,20 +12,23 @@ export interface PartStatements {
   clash: string;
 }
 
-/** The batch statements for one part of an import's merge table. */
-export async function partStatements(table: string): Promise<PartStatements> {
+/** The batch statements for one part of an import's merge table, and the import's rejected rows. */
+export async function partStatements(table: string, rejects: string): Promise<PartStatements> {
   return {
-    merge: await mergeStatement('merge-batch.sql', table),
-    insert: await mergeStatement('insert-batch.sql', table),
-    clash: await mergeStatement('batch-clash.sql', table),
+    merge: await mergeStatement('merge-batch.sql', table, rejects),
+    insert: await mergeStatement('insert-batch.sql', table, rejects),
+    clash: await mergeStatement('batch-clash.sql', table, rejects),
   };
 }
 
 const sqlTexts = new Map<string, Promise<string>>();
 
-/** A statement of sql/merge for one import's merge table (each file is read once per process). */
-async function mergeStatement(file: string, table: string): Promise<string> {
+/**
+ * A statement of sql/merge for one import's merge table and rejected rows (each file is read once
+ * per process). Both names are built from the import id alone (worker/import/staging.ts).
+ */
+async function mergeStatement(file: string, table: string, rejects: string): Promise<string> {
   let text = sqlTexts.get(file);
   if (!text) sqlTexts.set(file, (text = Bun.file(join(SQL_DIR, file)).text()));
-  return (await text).replaceAll(':"merge_table"', table);
+  return (await text).replaceAll(':"merge_table"', table).replaceAll(':"rejects_table"', rejects);
 }

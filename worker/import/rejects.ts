@@ -1,0 +1,101 @@
+import type { Sql } from '../../src/db';
+import { READ_REASONS, type Reason } from '../../src/imports/rejections';
+import { InsertQueue } from './insert-queue';
+
+/**
+ * The import's rejected rows, for its report (worker/import/report.ts): one row per data row of
+ * the file that was not added or updated, with its reason code, the column at fault (an index
+ * into the import's columns) and a number some reasons carry (the field count of a row of the
+ * wrong width, the row that superseded a duplicate). The row's cells are not kept here: the
+ * report takes them from the file itself, which costs far less than staging every row's text.
+ *
+ * The read phase writes the malformed and duplicate rows; each merge batch writes its skipped rows
+ * in its own transaction (sql/merge/merge-batch.sql), so the table is logged. It holds only
+ * rejected rows, so its WAL is small.
+ */
+export function rejectsTableDdl(table: string): string {
+  return `
+    create table if not exists ${table} (
+      row_no    int8 primary key,
+      reason    text not null,
+      column_no int2,
+      info      int8
+    )`;
+}
+
+/** A read that starts over forgets what the last read found; a merge's skipped rows stay. */
+export async function forgetRead(sql: Sql, table: string): Promise<void> {
+  await sql.unsafe(`delete from ${table} where reason = any($1::text[])`, [READ_REASONS], { prepare: false });
+}
+
+/** Rows per INSERT: a statement's own cost vanishes, memory stays flat. */
+export const FLUSH_ROWS = 5_000;
+
+/**
+ * Collects the read phase's malformed rows and writes them in multi-row INSERTs in the background
+ * while the file is read. `close` waits for the last; the first failure is thrown by `add` or `close`.
+ */
+export class RejectWriter {
+  private rowNos: number[] = [];
+  private reasons: Reason[] = [];
+  private columns: (number | null)[] = [];
+  private infos: (number | null)[] = [];
+  private readonly queue: InsertQueue;
+  count = 0;
+
+  constructor(
+    sql: Sql,
+    private readonly table: string,
+  ) {
+    this.queue = new InsertQueue(sql);
+  }
+
+  add(rowNo: number, reason: Reason, column: number, info: number | null = null): void {
+    this.rowNos.push(rowNo);
+    this.reasons.push(reason);
+    this.columns.push(column < 0 ? null : column);
+    this.infos.push(info);
+    this.count++;
+    if (this.rowNos.length >= FLUSH_ROWS) this.flush();
+  }
+
+  close(): Promise<void> {
+    this.flush();
+    return this.queue.close();
+  }
+
+  private flush(): void {
+    if (this.rowNos.length === 0) return;
+    this.queue.push(
+      `insert into ${this.table} (row_no, reason, column_no, info)
+       select * from unnest($1::int8[], $2::text[], $3::int2[], $4::int8[])`,
+      [this.rowNos, this.reasons, this.columns, this.infos],
+    );
+    this.rowNos = [];
+    this.reasons = [];
+    this.columns = [];
+    this.infos = [];
+  }
+}
+
+/**
+ * The duplicate rows: every staged row whose email a later staged row has too, with that email's
+ * last row (the one dedupe keeps). Only emails in `repeats` are looked at, which the read phase
+ * filled with every email it may have seen before (a superset: see worker/import/repeats.ts), so
+ * this is one scan of the staged rows against a small hash. Returns how many it wrote.
+ */
+export async function recordDuplicates(sql: Sql, t: { rows: string; repeats: string; rejects: string }) {
+  const written = await sql.unsafe(
+    `insert into ${t.rejects} (row_no, reason, info)
+     select row_no, 'duplicate_in_file', last_row
+     from (
+       select r.row_no, max(r.row_no) over (partition by r.email_md5) as last_row
+       from ${t.rows} r
+       where r.email_md5 in (select email_md5 from ${t.repeats})
+     ) per_email
+     where row_no < last_row`,
+    [],
+    { prepare: false },
+  );
+  return written.count;
+}

@@ -1,0 +1,78 @@
+import type { Sql } from '../../src/db';
+import { InsertQueue } from './insert-queue';
+import { FLUSH_ROWS } from './rejects';
+
+/** Bits set per email; with ~10 bits per email this gives about 1% false repeats. */
+const HASHES = 4;
+const MIN_BITS = 1 << 20;
+/** 32 MB: about 1% false repeats at 25M rows. The filter's size never grows with the file. */
+const MAX_BITS = 1 << 28;
+
+/**
+ * Which emails of the file the read phase may have seen before: a Bloom filter over the emails'
+ * md5, and the md5 of each row it says was seen already, written to the import's repeats table.
+ * Every email that occurs twice is there (a Bloom filter has no false negatives), with about 1%
+ * of the others; recordDuplicates (worker/import/rejects.ts) then finds the duplicate rows with
+ * one scan of the staged rows against that small set, instead of a second sort of all of them.
+ *
+ * Memory is the filter alone, sized from the file (about 10 bits per expected row) up to 32 MB.
+ */
+export class RepeatFilter {
+  private readonly bits: Uint32Array;
+  private readonly mask: number;
+  private pending: string[] = [];
+  private readonly queue: InsertQueue;
+  /** md5s written to the repeats table so far */
+  count = 0;
+
+  constructor(
+    sql: Sql,
+    private readonly table: string,
+    expectedRows: number,
+  ) {
+    let size = MIN_BITS;
+    while (size < MAX_BITS && size < expectedRows * 10) size *= 2;
+    this.bits = new Uint32Array(size / 32);
+    this.mask = size - 1;
+    this.queue = new InsertQueue(sql);
+  }
+
+  /** Notes the row's email (its md5 as 32 hex digits). */
+  add(md5: string): void {
+    // Two 32-bit hashes straight from the md5 (already uniform), combined as h1 + i·h2.
+    const h1 = parseInt(md5.slice(0, 8), 16);
+    const h2 = parseInt(md5.slice(8, 16), 16) | 1;
+    const bits = this.bits;
+    const mask = this.mask;
+    let seen = true;
+    for (let i = 0; i < HASHES; i++) {
+      const bit = (h1 + Math.imul(i, h2)) & mask;
+      const word = bit >>> 5;
+      const flag = 1 << (bit & 31);
+      if ((bits[word]! & flag) === 0) {
+        seen = false;
+        bits[word] = bits[word]! | flag;
+      }
+    }
+    if (!seen) return;
+    this.pending.push(md5);
+    if (this.pending.length >= FLUSH_ROWS) this.flush();
+  }
+
+  async close(): Promise<void> {
+    this.flush();
+    await this.queue.close();
+  }
+
+  private flush(): void {
+    if (this.pending.length === 0) return;
+    this.count += this.pending.length;
+    this.queue.push(`insert into ${this.table} (email_md5) select unnest($1::uuid[])`, [this.pending]);
+    this.pending = [];
+  }
+}
+
+/** DDL of the repeats table: UNLOGGED like the staged rows it points into, and rebuilt with them. */
+export function repeatsTableDdl(table: string): string {
+  return `create unlogged table if not exists ${table} (email_md5 uuid not null)`;
+}

@@ -1,0 +1,287 @@
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { once } from 'node:events';
+import Papa from 'papaparse';
+import type { RejectedRowsReport } from '../../src/imports/lifecycle';
+import { csvField, rejectionDetail, REPORT_COLUMNS, type Reason } from '../../src/imports/rejections';
+import { rejectedRowsObjectKey } from '../../src/storage';
+import type { Column } from './cells';
+import { loadColumns } from './columns';
+import { parseCsv, utf8Text } from './csv';
+import { decompressed } from './decompress';
+import { stagingTables } from './staging';
+import { loadReportFacts, type Pipeline, type ReportFacts } from './state';
+
+/** One recorded rejected row (worker/import/rejects.ts). */
+interface Rejected {
+  row_no: string;
+  reason: Reason;
+  column_no: number | null;
+  info: string | null;
+}
+
+const CURSOR_ROWS = 2_000;
+
+/**
+ * Writes the import's rejected-rows report into the object store, before the import is marked
+ * `success`: a CSV with a line for every recorded rejected row, in file order. Its columns are the
+ * row's number (data rows counted from 1, as in the import's counts), the reason code
+ * (src/imports/rejections.ts), the column at fault, a human-readable detail, and then the row's
+ * cells exactly as the file had them. Returns undefined when there is nothing to report (or the
+ * report is off for this import).
+ *
+ * The cells come from the file, read once more. The rows table of the read phase holds only what
+ * was staged, and staging every row's text for the few that are rejected cost more than reading
+ * the file again (a COPY of the raw text with the staged rows took 25-50% longer). A file whose
+ * rows are one line each (no quoted line break) is read without parsing: its lines are counted,
+ * and a line is decoded only when its row is in the report. The read phase counted the rows the
+ * parser gave (file_rows), so a file where the two differ (a quoted line break, a line ending the
+ * parser read otherwise) is noticed at the end and read again through the parser: slower, exact.
+ *
+ * Memory stays flat: the recorded rows come through a cursor in file order, the report goes to a
+ * temporary file, and the store takes that file. Idempotent: a run killed midway writes it again.
+ */
+export async function writeReport(p: Pipeline): Promise<RejectedRowsReport | undefined> {
+  const { sql, job } = p;
+  const facts = await loadReportFacts(sql, job);
+  if (!facts.rejectsRecorded || !job.objectKey) return undefined;
+  const table = stagingTables(job.id).rejects;
+  const [{ n } = { n: 0 }] = await sql<{ n: string }[]>`select count(*) as n from ${sql(table)}`;
+  const lines = Number(n);
+  if (lines === 0) return undefined;
+
+  const columns = await loadColumns(sql, job);
+  const path = join(tmpdir(), `rejected-rows-${job.id}-${process.pid}-${Date.now()}.csv`);
+  try {
+    let how: 'lines' | 'parsed' = 'lines';
+    if (!(await writeFile(p, facts, columns, table, path, byLines))) {
+      how = 'parsed';
+      if (!(await writeFile(p, facts, columns, table, path, byParsing)))
+        throw new Error(`import ${job.id}: the file no longer holds the rows its read counted`);
+    }
+    const key = rejectedRowsObjectKey(job.accountId, job.id);
+    await p.store.putFile(key, path);
+    p.log('import rejected-rows report written', { importId: job.id, lines, read: how });
+    return { key, lines, retentionDays: p.reportRetentionDays };
+  } finally {
+    await rm(path, { force: true });
+  }
+}
+
+/** A way to walk the file: calls `header` once and `row` for each data row; false if it lost count. */
+type Walk = (source: AsyncIterable<Uint8Array>, facts: ReportFacts, out: ReportOut) => Promise<boolean>;
+
+/** Writes the report file with one walk of the file; false when the walk lost count of the rows. */
+async function writeFile(
+  p: Pipeline,
+  facts: ReportFacts,
+  columns: Column[],
+  table: string,
+  path: string,
+  walk: Walk,
+): Promise<boolean> {
+  const { sql, job } = p;
+  const file = createWriteStream(path);
+  const cursor = sql<Rejected[]>`
+    select row_no, reason, column_no, info from ${sql(table)} order by row_no`.cursor(CURSOR_ROWS);
+  const out = new ReportOut(file, cursor[Symbol.asyncIterator](), columns);
+  const source = await p.store.read(job.objectKey!, facts.objectEtag ?? undefined);
+  let whole = false;
+  try {
+    whole = (await walk(decompressed(source), facts, out)) && (await out.done());
+  } finally {
+    source.destroy();
+    await out.close();
+  }
+  return whole;
+}
+
+/** The report being written: its rows in file order, matched against the file's data rows. */
+class ReportOut {
+  private batch: Rejected[] = [];
+  private at = 0;
+  private next: Rejected | undefined;
+  private nextRow = Infinity;
+  private ended = false;
+
+  constructor(
+    private readonly file: WriteStream,
+    private readonly cursor: AsyncIterator<Rejected[]>,
+    private readonly columns: Column[],
+  ) {}
+
+  /** The data row the report wants next (Infinity when it wants none). */
+  get wanted(): number {
+    return this.nextRow;
+  }
+
+  async start(): Promise<void> {
+    await this.advance();
+  }
+
+  async header(cells: string): Promise<void> {
+    await this.write(`${REPORT_COLUMNS.join(',')},${cells}\n`);
+  }
+
+  /**
+   * The wanted row's cells, as a line of CSV text (`raw`: the row's own line from the file); moves
+   * on to the next wanted row. A row with a broken quote is no CSV of its own (it would run on into
+   * the next line of the report), so its line goes in as one field.
+   */
+  async row(cells: string, raw = false): Promise<void> {
+    const r = this.next!;
+    if (raw && r.reason === 'bad_quote') cells = csvField(cells);
+    const column = r.column_no === null ? undefined : this.columns[r.column_no];
+    const info = r.info === null ? null : Number(r.info);
+    const detail = rejectionDetail(r.reason, column, info, this.columns.length);
+    await this.write(`${r.row_no},${r.reason},${csvField(column?.name ?? '')},${csvField(detail)},${cells}\n`);
+    await this.advance();
+  }
+
+  /** Whether every recorded row was found in the file. */
+  async done(): Promise<boolean> {
+    return this.next === undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.cursor.return?.();
+    this.file.end();
+    await once(this.file, 'close');
+  }
+
+  private async advance(): Promise<void> {
+    if (this.at >= this.batch.length && !this.ended) {
+      const r = await this.cursor.next();
+      this.ended = r.done === true;
+      this.batch = r.done ? [] : r.value;
+      this.at = 0;
+    }
+    this.next = this.batch[this.at++];
+    this.nextRow = this.next ? Number(this.next.row_no) : Infinity;
+  }
+
+  private async write(s: string): Promise<void> {
+    if (!this.file.write(s)) await once(this.file, 'drain');
+  }
+}
+
+const NEWLINE = 0x0a;
+const CR = 0x0d;
+const COMMA = 0x2c;
+const QUOTE = 0x22;
+const utf8 = new TextDecoder();
+
+/**
+ * The fast walk: the file's lines, each one row. A line is decoded only when it is the header, a
+ * wanted row, or has no comma (it might be blank; a line with a comma never is). Counts lines as
+ * papaparse counts rows (a last empty line is no row), and says at the end whether that count is
+ * the read's: when it is not, some row spanned lines and the numbering may be off.
+ */
+const byLines: Walk = async (source, facts, out) => {
+  await out.start();
+  const crlf = facts.fileLinebreak === '\r\n';
+  let lines = 0;
+  let headerSeen = false;
+  let dataRow = 0;
+  let first = true;
+
+  // Synchronous for a line the report does not want (nearly all): a promise only when it writes.
+  const line = (bytes: Uint8Array, last: boolean): Promise<void> | undefined => {
+    let start = 0;
+    let end = bytes.length;
+    if (first) {
+      first = false;
+      if (end >= 3 && bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) start = 3; // a BOM
+    }
+    if (last && end === start) return; // the file ended with a line break
+    lines++;
+    if (crlf && !last && end > start && bytes[end - 1] === CR) end--;
+    const text = bytes.subarray(start, end);
+    if (text.indexOf(COMMA) === -1 && isBlank(utf8.decode(text), text.indexOf(QUOTE) !== -1)) return;
+    if (!headerSeen) {
+      headerSeen = true;
+      return out.header(utf8.decode(text));
+    }
+    dataRow++;
+    if (dataRow === out.wanted) return out.row(utf8.decode(text), true);
+  };
+
+  let carry: Uint8Array | undefined;
+  for await (const chunk of source) {
+    let pos = 0;
+    let nl = chunk.indexOf(NEWLINE);
+    if (carry !== undefined) {
+      if (nl === -1) {
+        carry = Buffer.concat([carry, chunk]);
+        continue;
+      }
+      await line(Buffer.concat([carry, chunk.subarray(0, nl)]), false);
+      carry = undefined;
+      pos = nl + 1;
+      nl = chunk.indexOf(NEWLINE, pos);
+    }
+    while (nl !== -1) {
+      const written = line(chunk.subarray(pos, nl), false);
+      if (written) await written;
+      pos = nl + 1;
+      nl = chunk.indexOf(NEWLINE, pos);
+    }
+    if (pos < chunk.length) carry = Uint8Array.prototype.slice.call(chunk, pos);
+  }
+  await line(carry ?? new Uint8Array(0), true);
+  return lines === facts.fileRows;
+};
+
+/** Whether a comma-free line is a blank row to the read phase: one cell that trims to nothing. */
+function isBlank(text: string, quoted: boolean): boolean {
+  if (!quoted) return text.trim() === '';
+  const cells = Papa.parse<string[]>(text, { delimiter: ',' }).data[0] ?? [''];
+  return cells.length === 1 && cells[0]!.trim() === '';
+}
+
+/**
+ * The exact walk: the file through the read phase's own parser, numbered by its rules, with the
+ * wanted rows' cells written back as CSV. Each parsed chunk is matched while the text is paused,
+ * so memory stays one chunk.
+ */
+const byParsing: Walk = async (source, facts, out) => {
+  await out.start();
+  let headerSeen = false;
+  let dataRow = 0;
+  let rows = 0;
+  let failed: unknown;
+  const text = utf8Text(source);
+  const take = async (chunk: string[][]): Promise<void> => {
+    for (const cells of chunk) {
+      if (cells.length === 1 && cells[0]!.trim() === '') continue; // a blank line, as the read phase
+      if (!headerSeen) {
+        headerSeen = true;
+        await out.header(cells.map(csvField).join(','));
+        continue;
+      }
+      dataRow++;
+      if (dataRow === out.wanted) await out.row(cells.map(csvField).join(','));
+    }
+  };
+  let taking = Promise.resolve();
+  await parseCsv(text, (chunk) => {
+    rows += chunk.length;
+    text.pause();
+    taking = taking
+      .then(() => take(chunk))
+      .then(
+        () => {
+          text.resume();
+        },
+        (e: unknown) => {
+          failed ??= e;
+          text.destroy(e instanceof Error ? e : new Error(String(e)));
+        },
+      );
+  });
+  await taking;
+  if (failed !== undefined) throw failed;
+  return rows === facts.fileRows;
+};
