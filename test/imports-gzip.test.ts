@@ -97,8 +97,8 @@ async function run(accountId: string, id: string, storage: LocalStore | S3Store 
 async function view(a: { key: string }, id: string) {
   const res = await t.call('GET', `/v1/contact-imports/${id}`, { key: a.key });
   expect(res.status).toBe(200);
-  const { id: _id, createdAt: _c, completedAt, uploadExpiresAt: _u, ...rest } = res.body;
-  return { ...rest, completed: typeof completedAt === 'string' };
+  const { id: _id, createdAt: _c, completedAt, uploadExpiresAt: _u, rejectedRowsUrl, ...rest } = res.body;
+  return { ...rest, completed: typeof completedAt === 'string', report: typeof rejectedRowsUrl === 'string' };
 }
 
 async function contacts(accountId: string) {

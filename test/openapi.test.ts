@@ -119,7 +119,9 @@ describe('the OpenAPI document (GET /docs/json)', () => {
           continue;
         }
         const media = Object.keys(response.content ?? {});
-        const want = Number(status) >= 400 ? 'application/problem+json' : 'application/json';
+        // The one body that is not JSON: the rejected-rows report, a CSV file (an extension).
+        const success = path.endsWith('/rejected-rows') ? 'text/csv' : 'application/json';
+        const want = Number(status) >= 400 ? 'application/problem+json' : success;
         if (media.join() !== want) found.push(`${at} ${status}: ${media.join() || 'no content'}, not ${want}`);
         if (!response.content?.[want]?.schema) found.push(`${at} ${status}: no schema`);
       }
@@ -142,6 +144,7 @@ describe('the OpenAPI document (GET /docs/json)', () => {
         .map((o) => `${o.method.toUpperCase()} ${o.path}`),
     ).toEqual([]);
     expect(extensions.map((o) => `${o.method.toUpperCase()} ${o.path}`)).toEqual([
+      'GET /v1/contact-imports/{importId}/rejected-rows',
       'POST /v1/contact-imports/{importId}/cancel',
     ]);
   });

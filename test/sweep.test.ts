@@ -86,7 +86,8 @@ describe('24 hours without a file', () => {
     expect(result.expired).toEqual([old]);
     const row = await statusOf(old);
     expect(row.status).toBe('failed');
-    expect(toImport(row as never)).toMatchObject({ status: 'failed', failureReason: NO_FILE_REASON });
+    const shown = toImport(row as never, 'http://localhost');
+    expect(shown).toMatchObject({ status: 'failed', failureReason: NO_FILE_REASON });
     expect(NO_FILE_REASON).toBe('No file arrived within 24 hours of creation.');
     expect((await statusOf(young)).status).toBe('awaiting-upload');
     expect((await statusOf(uploadedLongAgo)).status).toBe('uploaded');

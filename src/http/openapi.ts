@@ -60,6 +60,8 @@ function schemaOnly(value: unknown): unknown {
   return out;
 }
 
+const CSV = 'text/csv';
+
 function schemaOf(content: unknown): unknown {
   const media = (content ?? {}) as Record<string, { schema?: unknown } | undefined>;
   return media['application/json']?.schema ?? Object.values(media)[0]?.schema;
@@ -75,7 +77,10 @@ function finishOperation(operation: Json): Json {
     const error = Number(status) >= 400;
     const described = error ? (REASONS[status] ?? given.description) : (given.description ?? REASONS[status]);
     const response: Json = { ...given, description: described ?? `HTTP ${status}` };
-    if (schema) response.content = { [error ? 'application/problem+json' : 'application/json']: { schema } };
+    // A success declared as CSV alone (the rejected-rows report) stays CSV; every other body is JSON.
+    const csv = !error && Object.keys((given.content ?? {}) as Json).join() === CSV;
+    if (schema)
+      response.content = { [error ? 'application/problem+json' : csv ? CSV : 'application/json']: { schema } };
     else delete response.content;
     responses[status] = response;
   }
@@ -87,8 +92,9 @@ function finishOperation(operation: Json): Json {
  * Finishes the document the swagger plugin builds from the routes, in one place: OpenAPI 3.1 (JSON
  * Schema 2020-12, so TypeBox's const and patternProperties are valid) without TypeBox's non-schema
  * keywords, the service's public URL as its server, and every response described, with JSON bodies
- * only (errors as application/problem+json). The list routes are declared without a trailing slash
- * (`''` under their prefix), so the paths need no rewriting here.
+ * only (errors as application/problem+json), but for a success its route declares as text/csv. The
+ * list routes are declared without a trailing slash (`''` under their prefix), so the paths need no
+ * rewriting here.
  */
 export function finishOpenApi(doc: Json, publicUrl: string): Json {
   const clean = schemaOnly(doc) as Json;

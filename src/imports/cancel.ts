@@ -19,6 +19,7 @@ type CancelRow = ImportRow & { cancelled_at: Date | null; object_key: string | n
 export async function cancelContactImport(
   sql: Sql,
   storage: ObjectStore | undefined,
+  publicUrl: string,
   accountId: string,
   importId: string,
 ) {
@@ -32,7 +33,7 @@ export async function cancelContactImport(
   // On every cancel, not only the first: an S3 presigned link takes a PUT for its whole hour,
   // whatever the import's state (the local link refuses one), so a file may land after the cancel.
   if (storage) await removeObject(storage, row.object_key ?? importObjectKey(accountId, importId), importId);
-  return toImport(row);
+  return toImport(row, publicUrl);
 }
 
 function whyNot(row: ImportRow): string {

@@ -28,7 +28,12 @@ export type CreateImportInput = typeof CreateImportBody.static;
 export const CreatedImport = t.Object({
   id: t.String({ format: 'uuid' }),
   status: t.Literal('awaiting-upload'),
-  uploadUrl: t.String({ description: 'PUT the CSV file here, without an Authorization header.' }),
+  uploadUrl: t.String({
+    description:
+      'PUT the CSV file here, without an Authorization header, before `uploadExpiresAt`. Beyond the contract, ' +
+      'the file may be gzip-compressed (with `Content-Encoding: gzip` or recognised by its magic bytes); the ' +
+      '5 GB limit then applies to the compressed bytes.',
+  }),
   uploadExpiresAt: t.String({
     format: 'date-time',
     description: 'The upload must start before this (one hour after creation).',
@@ -60,6 +65,14 @@ export const ContactImport = t.Object({
   restoreDisabled: t.Boolean(),
   createdAt: t.String({ format: 'date-time' }),
   completedAt: t.Optional(t.String({ format: 'date-time', description: 'Present once status is success.' })),
+  rejectedRowsUrl: t.Optional(
+    t.String({
+      description:
+        'An extension beyond the contract: where to GET the rejected-rows report (a CSV of every row that was ' +
+        'not added or updated, and why), with the same API key. Present once the import succeeded and rejected ' +
+        'rows, until the report passes its retention.',
+    }),
+  ),
 });
 
 export const ImportPage = listOf(ContactImport);

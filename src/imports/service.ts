@@ -74,16 +74,21 @@ async function openImportConflict(sql: Sql, accountId: string, cause: unknown) {
   );
 }
 
-export async function getImport(sql: Sql, accountId: string, importId: string) {
+export async function getImport(sql: Sql, publicUrl: string, accountId: string, importId: string) {
   const [row] = await sql<ImportRow[]>`
     select ${sql(IMPORT_COLUMNS as unknown as string[])} from contact_imports
     where account_id = ${accountId} and id = ${importId}`;
   if (!row) throw notFound(`No contact import ${importId} in this account.`);
-  return toImport(row);
+  return toImport(row, publicUrl);
 }
 
 /** Newest first, both API and manual imports; the id breaks ties so pages never overlap. */
-export async function listImports(sql: Sql, accountId: string, query: { page?: number; pageSize?: number }) {
+export async function listImports(
+  sql: Sql,
+  publicUrl: string,
+  accountId: string,
+  query: { page?: number; pageSize?: number },
+) {
   const p = pageOf(query);
   const [rows, [count]] = await Promise.all([
     sql<ImportRow[]>`
@@ -93,5 +98,5 @@ export async function listImports(sql: Sql, accountId: string, query: { page?: n
       limit ${p.pageSize} offset ${p.offset}`,
     sql<{ n: number }[]>`select count(*)::int as n from contact_imports where account_id = ${accountId}`,
   ]);
-  return { data: rows.map(toImport), pagination: pagination(p, count!.n) };
+  return { data: rows.map((r) => toImport(r, publicUrl)), pagination: pagination(p, count!.n) };
 }

@@ -17,6 +17,8 @@ export interface ImportRow {
   created_at: Date;
   completed_at: Date | null;
   updated_at: Date;
+  rejected_rows_key: string | null;
+  rejected_rows_expires_at: Date | null;
 }
 
 export const IMPORT_COLUMNS = [
@@ -37,13 +39,26 @@ export const IMPORT_COLUMNS = [
   'created_at',
   'completed_at',
   'updated_at',
+  'rejected_rows_key',
+  'rejected_rows_expires_at',
 ] as const;
+
+/** Whether the import has a rejected-rows report to read now (written, and not past its retention). */
+export function hasRejectedRows(row: Pick<ImportRow, 'status' | 'rejected_rows_key' | 'rejected_rows_expires_at'>) {
+  return (
+    row.status === 'success' &&
+    typeof row.rejected_rows_key === 'string' &&
+    (row.rejected_rows_expires_at === null || row.rejected_rows_expires_at.getTime() > Date.now())
+  );
+}
 
 /**
  * A row as the spec's Contact import object. Presence follows the status, not just NULLs, so a
  * leftover value (a percentage after success, a reason on a retried import) never shows.
+ * `rejectedRowsUrl` (an extension beyond the contract) is there only while the import has a report;
+ * `publicUrl` is the base URL clients reach the API at.
  */
-export function toImport(row: ImportRow) {
+export function toImport(row: ImportRow, publicUrl: string) {
   const { status } = row;
   return {
     id: row.id,
@@ -62,5 +77,6 @@ export function toImport(row: ImportRow) {
     restoreDisabled: row.restore_disabled,
     createdAt: row.created_at.toISOString(),
     ...(status === 'success' && { completedAt: (row.completed_at ?? row.updated_at).toISOString() }),
+    ...(hasRejectedRows(row) && { rejectedRowsUrl: `${publicUrl}/v1/contact-imports/${row.id}/rejected-rows` }),
   };
 }

@@ -351,6 +351,42 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/v1/contact-imports/{importId}/rejected-rows': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Download the rows of a finished import's file that were not added or updated
+     * @description An extension beyond the contract. A CSV file (RFC 4180, UTF-8) with one line for every data row of the file that did not become an added or updated contact, in file order, after a header line. Its columns: `row` (the data row number, 1 = the first row after the header), `reason` (a stable code), `column` (the column at fault, when there is one), `detail` (human-readable), then the row's own cells exactly as the file had them. Per reason code, the lines add up to the import's counts:
+     *
+     *     - `wrong_field_count` (malformedCount): the row has more or fewer fields than the header
+     *     - `bad_quote` (malformedCount): a quoted field is not closed, or text follows its closing quote
+     *     - `missing_email` (malformedCount): the Email cell is empty
+     *     - `invalid_email` (malformedCount): the Email cell is not a valid email address
+     *     - `value_too_long` (malformedCount): a value (or a list entry) is over 255 characters
+     *     - `wrong_type` (malformedCount): a value is not of its column's type (number, boolean, email)
+     *     - `unknown_brand` (malformedCount): the Brand cell names no live brand of the account
+     *     - `nul_character` (malformedCount): a cell contains a NUL character
+     *     - `duplicate_in_file` (duplicateInFileCount): a later row has the same email; `detail` names it
+     *     - `seed_address` (skippedCount): the email is a seed address of the account
+     *     - `disabled_contact` (skippedCount): the contact is disabled and restoreDisabled was false
+     *     - `existing_contact` (skippedCount): the contact exists and the strategy is skip
+     *     - `unchanged` (skippedCount): the row would change nothing (strategy keep or overwrite)
+     *
+     *     There is a report once the import is `success` and rejected at least one row; the import then has `rejectedRowsUrl`. 404 `not_found_error` before that, for an import without rejected rows, and once the report is past its retention (REJECTED_ROWS_RETENTION_DAYS, 30 days by default).
+     */
+    get: operations['getV1Contact-importsByImportIdRejected-rows'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/v1/contact-imports/{importId}/cancel': {
     parameters: {
       query?: never;
@@ -4111,6 +4147,8 @@ export interface operations {
                * @description Present once status is success.
                */
               completedAt?: string;
+              /** @description An extension beyond the contract: where to GET the rejected-rows report (a CSV of every row that was not added or updated, and why), with the same API key. Present once the import succeeded and rejected rows, until the report passes its retention. */
+              rejectedRowsUrl?: string;
             }[];
             pagination: {
               page: string | number;
@@ -4281,7 +4319,7 @@ export interface operations {
             id: string;
             /** @constant */
             status: 'awaiting-upload';
-            /** @description PUT the CSV file here, without an Authorization header. */
+            /** @description PUT the CSV file here, without an Authorization header, before `uploadExpiresAt`. Beyond the contract, the file may be gzip-compressed (with `Content-Encoding: gzip` or recognised by its magic bytes); the 5 GB limit then applies to the compressed bytes. */
             uploadUrl: string;
             /**
              * Format: date-time
@@ -4496,6 +4534,8 @@ export interface operations {
              * @description Present once status is success.
              */
             completedAt?: string;
+            /** @description An extension beyond the contract: where to GET the rejected-rows report (a CSV of every row that was not added or updated, and why), with the same API key. Present once the import succeeded and rejected rows, until the report passes its retention. */
+            rejectedRowsUrl?: string;
           };
         };
       };
@@ -4656,6 +4696,28 @@ export interface operations {
       };
     };
   };
+  'getV1Contact-importsByImportIdRejected-rows': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        importId: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The report */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'text/csv': string;
+        };
+      };
+    };
+  };
   'postV1Contact-importsByImportIdCancel': {
     parameters: {
       query?: never;
@@ -4708,6 +4770,8 @@ export interface operations {
              * @description Present once status is success.
              */
             completedAt?: string;
+            /** @description An extension beyond the contract: where to GET the rejected-rows report (a CSV of every row that was not added or updated, and why), with the same API key. Present once the import succeeded and rejected rows, until the report passes its retention. */
+            rejectedRowsUrl?: string;
           };
         };
       };
