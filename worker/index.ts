@@ -91,8 +91,7 @@ const handlers: Record<string, Record<string, Handler>> = {
     [SWEEP_JOB]: async () => {
       const result = await sweep({ sql, storage, queue: importQueue });
       if (result.expired.length) importsFinished.inc({ status: 'failed' }, result.expired.length);
-      if (result.arrived.length || result.expired.length || result.requeued.length || result.released.length)
-        log('info', 'upload sweep', { ...result });
+      if (Object.values(result).some((ids) => ids.length > 0)) log('info', 'upload sweep', { ...result });
       return result;
     },
   },

@@ -1,7 +1,7 @@
 import type { Sql } from '../src/db';
 import { errorFields, log } from '../src/log';
 import { releaseStaleSchemaHolds } from '../src/contacts/write-guard';
-import { expireUnused, markUploaded } from '../src/imports/lifecycle';
+import { expireRejectedRows, expireUnused, markUploaded } from '../src/imports/lifecycle';
 import type { ImportQueue } from '../src/imports/queue';
 import { importObjectKey } from '../src/storage';
 import type { ObjectStore } from '../src/storage/store';
@@ -21,6 +21,8 @@ export interface SweepResult {
   requeued: string[];
   /** Schema-change holds left behind by an admin CLI that died mid-change, now removed. */
   released: string[];
+  /** Imports whose rejected-rows report passed its retention and was removed. */
+  reportsRemoved: string[];
 }
 
 const HEAD_CONCURRENCY = 16;
@@ -36,7 +38,22 @@ export async function sweep(deps: SweepDeps): Promise<SweepResult> {
   const expired = await expireUnusedImports(deps);
   const requeued = await requeueOrphans(deps);
   const released = await releaseStaleHolds(deps);
-  return { arrived, expired, requeued, released };
+  const reportsRemoved = await removeExpiredReports(deps);
+  return { arrived, expired, requeued, released, reportsRemoved };
+}
+
+/** Rejected-rows reports past REJECTED_ROWS_RETENTION_DAYS: forgotten first, then their objects removed. */
+async function removeExpiredReports({ sql, storage }: SweepDeps): Promise<string[]> {
+  const rows = await expireRejectedRows(sql, BATCH);
+  for (const r of rows) {
+    await storage
+      .remove(r.key)
+      .catch((e) =>
+        log('warn', 'removing an expired rejected-rows report failed', { importId: r.id, ...errorFields(e) }),
+      );
+  }
+  if (rows.length) log('info', 'rejected-rows reports past their retention removed', { count: rows.length });
+  return rows.map((r) => r.id);
 }
 
 /** Schema-change holds of admin CLIs that died mid-change (see releaseStaleSchemaHolds). */
