@@ -4,7 +4,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AdminError, UsageError } from '../src/cli/admin/args';
-import { importCommand, type ImportFlags } from '../src/cli/admin/import';
+import { cancelCommand, importCommand, type ImportFlags } from '../src/cli/admin/import';
 import { connect } from '../src/db';
 import { importBed } from './helpers/import-bed';
 import { importRow, testConfig } from './helpers/file-store';
@@ -119,5 +119,60 @@ describe('admin import', () => {
     expect(error.message).toMatch(/^import [0-9a-f-]{36} failed: The file is not UTF-8 text\.$/);
     const [imp] = await bed.db.sql`select status from contact_imports where account_id = ${a.id}`;
     expect(imp!.status).toBe('failed');
+  });
+
+  test('prints the finished import, with rejectedRowsUrl when rows were rejected (beyond the contract)', async () => {
+    const a = await account();
+    const clean = await run({ account: a.id, file: await file('Email\na@example.com\n'), strategy: 'skip' });
+    expect(clean).toMatchObject({ status: 'success', rowCount: 1, addedCount: 1, malformedCount: 0 });
+    expect(clean).not.toHaveProperty('rejectedRowsUrl');
+    const rejected = await run({
+      account: a.id,
+      file: await file('Email\nb@example.com\nnot-an-email\nb@example.com\n'),
+      strategy: 'skip',
+    });
+    expect(rejected).toMatchObject({ status: 'success', addedCount: 1, malformedCount: 1, duplicateInFileCount: 1 });
+    expect((rejected as { rejectedRowsUrl?: string }).rejectedRowsUrl).toBe(
+      `${testConfig(2).publicUrl}/v1/contact-imports/${rejected.id}/rejected-rows`,
+    );
+  });
+});
+
+describe('admin import cancel (an extension beyond the contract)', () => {
+  const cancel = (account: string, id: string) =>
+    cancelCommand(bed.db.sql, testConfig(2), { account, import: id }, bed.files.store);
+
+  async function openImport(accountId: string, status: 'awaiting-upload' | 'uploaded' | 'importing' | 'success') {
+    const [row] = await bed.db.sql<{ id: string }[]>`
+      insert into contact_imports (account_id, status, method, columns, duplicate_contact_strategy)
+      values (${accountId}, ${status}, 'api', ${bed.db.sql.array(['Email'])}, 'skip') returning id::text as id`;
+    return row!.id;
+  }
+
+  test('an import awaiting its upload is cancelled, again without change, and the account is free', async () => {
+    const a = await account();
+    const id = await openImport(a.id, 'awaiting-upload');
+    const first = await cancel(a.id, id);
+    expect(first).toMatchObject({ id, status: 'failed', failureReason: 'The import was cancelled.' });
+    expect(await cancel(a.id, id)).toEqual(first);
+    const next = await run({ account: a.id, file: await file('Email\nc@example.com\n'), strategy: 'skip' });
+    expect(next).toMatchObject({ status: 'success', addedCount: 1 });
+  });
+
+  test('an import that is importing or final is refused with the reason; unknown ids and accounts too', async () => {
+    const a = await account();
+    const importing = await openImport(a.id, 'importing');
+    expect(await cancel(a.id, importing).catch((e) => e)).toBeInstanceOf(AdminError);
+    expect((await cancel(a.id, importing).catch((e) => e)).message).toMatch(/importing/i);
+    const [row] = await bed.db.sql`select status from contact_imports where id = ${importing}`;
+    expect(row!.status).toBe('importing');
+    const b = await account();
+    const done = await openImport(b.id, 'success');
+    expect((await cancel(b.id, done).catch((e) => e)).message).toMatch(/succeeded|success/i);
+    const missing = await cancel(b.id, importing).catch((e) => e);
+    expect(missing).toBeInstanceOf(AdminError);
+    expect(missing.message).toBe(`No contact import ${importing} in this account.`);
+    expect(await cancel(crypto.randomUUID(), done).catch((e) => e)).toBeInstanceOf(AdminError);
+    expect(cancelCommand(bed.db.sql, testConfig(2), { account: a.id, import: 'nope' })).rejects.toThrow(UsageError);
   });
 });

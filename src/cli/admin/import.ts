@@ -13,6 +13,9 @@ import { ImportFileError } from '../../../worker/import/state';
 import { requireAccount } from './accounts';
 import { AdminError, parseFlags, UsageError, uuidFlag, type Command } from './args';
 import { loadConfig } from '../../config';
+import { ApiError } from '../../errors';
+import { cancelContactImport } from '../../imports/cancel';
+import { getImport } from '../../imports/service';
 
 export interface ImportFlags {
   account?: string;
@@ -102,7 +105,7 @@ export async function importCommand(
   for (let attempt = 1; ; attempt++) {
     try {
       await runImport({ sql, storage, config }, accountId, id);
-      return { id };
+      return await getImport(sql, config.publicUrl, accountId, id);
     } catch (e) {
       if (e instanceof UnrecoverableImportError) throw new AdminError(`import ${id} failed: ${e.reason}`, { cause: e });
       if (attempt >= ATTEMPTS) {
@@ -147,8 +150,40 @@ async function readHeader(path: string): Promise<string[]> {
   return first;
 }
 
+/**
+ * `import cancel --account ID --import ID`: the API's cancel (an extension beyond the contract) for
+ * an operator: an import that is awaiting its upload or uploaded becomes failed, cancelled, and the
+ * account may open its next import at once. Prints the import.
+ */
+export async function cancelCommand(
+  sql: Sql,
+  config: Config,
+  flags: { account?: string; import?: string },
+  store?: ObjectStore,
+) {
+  const accountId = uuidFlag('account', flags.account!);
+  const importId = uuidFlag('import', flags.import!);
+  await requireAccount(sql, accountId);
+  try {
+    return await cancelContactImport(sql, store ?? (await createStore(config)), config.publicUrl, accountId, importId);
+  } catch (e) {
+    if (e instanceof ApiError) throw new AdminError(e.detail, { cause: e });
+    throw e;
+  }
+}
+
 /** The command table entry for src/cli/admin.ts (`...importCommands`). */
 export const importCommands: Record<string, Command> = {
+  'import cancel': {
+    usage: 'import cancel --account ID --import ID',
+    prepare(argv) {
+      const flags = parseFlags(argv, {
+        account: { kind: 'string', required: true },
+        import: { kind: 'string', required: true },
+      });
+      return (sql) => cancelCommand(sql, loadConfig(), flags);
+    },
+  },
   import: {
     usage:
       'import --account ID --file PATH.csv|PATH.csv.gz --strategy overwrite|keep|skip [--brand ID]… ' +
