@@ -43,7 +43,9 @@ export async function rejectedRowsResponse(
 function noReport(importId: string, row: ReportRow): string {
   const it = `Contact import ${importId}`;
   if (row.status !== 'success' && row.status !== 'failed') return `${it} is ${row.status}: it has no report yet.`;
-  if (row.status === 'failed') return `${it} failed and imported nothing: it has no rejected-rows report.`;
+  // A failed import ended on a fault of its file or of the service, not of single rows: which of its rows
+  // were written is told by the failure, not by a report.
+  if (row.status === 'failed') return `${it} failed: a failed import has no rejected-rows report.`;
   if (row.rejected_rows_key === null && row.rejected_rows_expires_at === null)
     return `${it} rejected no rows: it has no rejected-rows report.`;
   return `The rejected-rows report of ${it} is no longer kept.`;
