@@ -3,7 +3,7 @@
  * to uploadUrl streamed from disk, then poll GET /v1/contact-imports/{id} until it is final. Timed
  * from the end of the upload to `success`. While it runs, the import's `phase` column is sampled so
  * the report can say where the time went (read = parse + validate + hash + COPY to staging, dedupe,
- * merge, finish), and the worker's peak RSS is read from /proc.
+ * merge, finish = merge done until success), and the worker's peak RSS is read from /proc.
  */
 import { createReadStream } from 'node:fs';
 import { request as httpRequest } from 'node:http';
@@ -29,6 +29,8 @@ export interface ImportView {
   duplicateInFileCount?: number;
   failureReason?: string;
   completedAt?: string;
+  /** only while the import has a rejected-rows report (an extension beyond the contract) */
+  rejectedRowsUrl?: string;
 }
 
 export interface PhaseSpan {
@@ -163,7 +165,10 @@ export async function runImportFlow(
       { status: string; phase: string | null; checkpoint: number; row_count: number | null }[]
     >`
       select status, phase, checkpoint, row_count from contact_imports where account_id = ${account.id} and id = ${id}`;
-    const phase = row?.status === 'importing' ? (row.phase ?? 'starting') : (row?.status ?? 'missing');
+    let phase = row?.status === 'importing' ? (row.phase ?? 'starting') : (row?.status ?? 'missing');
+    // The worker's finish (the rejected-rows report, then success) runs under phase `merge` once every
+    // row is merged: the checkpoint at rowCount tells it apart.
+    if (phase === 'merge' && row!.row_count !== null && row!.checkpoint >= row!.row_count) phase = 'finish';
     if (phases.at(-1)?.phase !== phase) phases.push({ phase, at: performance.now() });
     if (phase === 'merge' && row!.checkpoint !== lastCheckpoint) {
       // The first sight of the merge phase starts the clock; each checkpoint move ends a sample.

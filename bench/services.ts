@@ -134,7 +134,14 @@ export async function waitHealthy(baseUrl: string, child: Child, path = '/health
 export interface Service {
   baseUrl: string;
   api: Child;
+  /** the running worker: a restart replaces it */
   worker: Child;
+  /**
+   * Stops the worker and starts another with `extra` on top of the service's environment (for a
+   * setting the worker reads at start-up); resolves once it has started. Its log is
+   * `worker-<name>-<n>.log`. Whoever holds the old worker's pid must take the new one.
+   */
+  restartWorker(name: string, extra: Record<string, string>): Promise<Child>;
   stop(): Promise<void>;
 }
 
@@ -153,11 +160,19 @@ export async function startService(infra: Infra): Promise<Service> {
   };
   const api = spawnChild('api', 'src/index.ts', { ...env, APP_NAME: 'bench-api' }, infra.logDir);
   const worker = spawnChild('worker', 'worker/index.ts', { ...env, APP_NAME: 'bench-worker' }, infra.logDir);
-  const service = {
+  let restarts = 0;
+  const service: Service = {
     baseUrl,
     api,
     worker,
-    stop: async () => void (await Promise.all([stopChild(api), stopChild(worker)])),
+    async restartWorker(name, extra) {
+      await stopChild(service.worker);
+      const env2 = { ...env, ...extra, APP_NAME: 'bench-worker' };
+      service.worker = spawnChild(`worker-${name}-${++restarts}`, 'worker/index.ts', env2, infra.logDir);
+      await waitWorkerStarted(service.worker);
+      return service.worker;
+    },
+    stop: async () => void (await Promise.all([stopChild(api), stopChild(service.worker)])),
   };
   try {
     await waitHealthy(baseUrl, api, '/readyz');
@@ -166,6 +181,20 @@ export async function startService(infra: Infra): Promise<Service> {
     throw e;
   }
   return service;
+}
+
+/**
+ * Waits until a worker logs that it has started (its queues are open), so an import that follows is
+ * not timed waiting for it.
+ */
+async function waitWorkerStarted(child: Child): Promise<void> {
+  for (let i = 0; i < 600; i++) {
+    if (child.proc.exitCode !== null)
+      throw new Error(`${child.name} exited (code ${child.proc.exitCode}) before it started; see ${child.logFile}`);
+    if ((await readFile(child.logFile, 'utf8').catch(() => '')).includes('"worker started"')) return;
+    await Bun.sleep(100);
+  }
+  throw new Error(`${child.name} did not log "worker started" within 60 s; see ${child.logFile}`);
 }
 
 /** Kilobytes of a /proc/<pid>/status field (VmHWM = peak RSS, VmRSS = current), undefined without /proc. */
