@@ -1,9 +1,9 @@
 /**
- * `bun run bench [-- --rows N] [--duration S] [--connections C] [--steps l1,a,b,http,profile,gzip] [--strict]`
+ * `bun run bench [-- --rows N] [--duration S] [--connections C] [--steps l1,a,b,http,profile,gzip,report] [--strict]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
- * L1, import A, import B and the HTTP load, verifies each after timing, prints the tables and
- * writes bench/results/<timestamp>.json. Exit 1 when a run or a verification fails (and with
- * --strict when a target is missed).
+ * L1, import A, import B and the HTTP load (and, when asked for, profile, gzip and report), verifies
+ * each after timing, prints the tables and writes bench/results/<timestamp>.json. Exit 1 when a run
+ * or a verification fails (and with --strict when a target is missed).
  */
 import { join } from 'node:path';
 import { mkdir } from 'node:fs/promises';
@@ -15,17 +15,29 @@ import { runHttp, type HttpOptions } from './http';
 import { runImportFlow, type ImportRun } from './import-flow';
 import { runL1, type L1Result } from './l1';
 import { profileRead, readProfileLine } from './profile-read';
-import { describeMachine, gzipLine, httpTable, loadTable, writeResults, type HttpRow, type LoadRow } from './report';
+import {
+  describeMachine,
+  gzipLine,
+  httpTable,
+  loadTable,
+  reportCostTable,
+  writeResults,
+  type HttpRow,
+  type LoadRow,
+} from './report';
+import { cleanFile, cleanPath, runReportCost, type ReportCostFile } from './report-cost';
 import { childFailures, startInfra, startService, type Infra } from './services';
 import { checkContactCount, checkCounts, checkSample } from './verify';
-import { evaluateTargets, phaseTable, startBaseline, type Target } from './summary';
+import { evaluateTargets, phaseTable, reportCostTargets, startBaseline, type Target } from './summary';
 
 /**
- * Only when asked for: `profile` (the read phase's components, one pass each over file A) and `gzip`
+ * Only when asked for: `profile` (the read phase's components, one pass each over file A), `gzip`
  * (import A again from file A gzip-compressed, into a fresh account: as long as import A again, plus
- * compressing the file the first time, and disk for a second set of A's contacts).
+ * compressing the file the first time, and disk for a second set of A's contacts) and `report` (what
+ * the rejected-rows report costs: file A and a clean file imported four times each, report off, on,
+ * on, off: as long as eight imports of A, and disk for the clean file and one more set of contacts).
  */
-const STEPS = ['l1', 'a', 'b', 'http', 'profile', 'gzip'] as const;
+const STEPS = ['l1', 'a', 'b', 'http', 'profile', 'gzip', 'report'] as const;
 const DEFAULT_STEPS: Step[] = ['l1', 'a', 'b', 'http'];
 type Step = (typeof STEPS)[number];
 
@@ -69,7 +81,7 @@ function parseArgs(argv: string[]) {
     } else if (flag === '--help' || flag === '-h') {
       console.error(
         'usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--connections C] [--samples K] ' +
-          '[--poll-ms MS] [--steps l1,a,b,http,profile,gzip] [--strict]',
+          '[--poll-ms MS] [--steps l1,a,b,http,profile,gzip,report] [--strict]',
       );
       process.exit(2);
     } else throw new Error(`unknown flag ${flag} (see --help)`);
@@ -99,18 +111,18 @@ async function main(): Promise<number> {
     const paths = { a: join(dir, `contacts-${opts.rows}-a.csv`), b: join(dir, `contacts-${opts.rows}-b.csv`) };
     // Only the embedded cluster keeps its data (and the uploaded objects) in the data directory.
     if (!infra.config.databaseUrl) {
-      const files = has('b') ? [paths.a, paths.b] : [paths.a];
-      // gzip after A: A's contacts stay while a second import of A peaks, as when B follows A.
-      const second = has('b') || (has('a') && has('gzip'));
-      await checkDiskSpace(
-        { dataDir: infra.config.dataDir, rows: opts.rows, files, importA: has('a') || has('gzip'), importB: second },
-        log,
-      );
+      const files = [paths.a, ...(has('b') ? [paths.b] : []), ...(has('report') ? [cleanPath(paths.a)] : [])];
+      // gzip or report after A: A's contacts stay while a second import of A peaks, as when B follows A
+      // (the report step deletes each of its runs' contacts before the next).
+      const second = has('b') || (has('a') && (has('gzip') || has('report')));
+      const importA = has('a') || has('gzip') || has('report');
+      await checkDiskSpace({ dataDir: infra.config.dataDir, rows: opts.rows, files, importA, importB: second }, log);
     }
     const fileA = await generateCsv(paths.a, opts.rows, 0, log);
     const fileB = has('b') ? await generateCsv(paths.b, opts.rows, 1, log) : undefined;
     const fileGz = has('gzip') ? await gzipFile(fileA, log) : undefined;
-    result.files = { a: fileA, b: fileB, gzip: fileGz };
+    const fileClean = has('report') ? await cleanFile(fileA, log) : undefined;
+    result.files = { a: fileA, b: fileB, gzip: fileGz, clean: fileClean };
 
     let l1: L1Result | undefined;
     if (has('l1')) result.l1 = l1 = await runL1(infra.sql, fileA);
@@ -160,6 +172,12 @@ async function main(): Promise<number> {
       imports.gzip = gzipRun;
     }
     result.imports = imports;
+    let reportCost: ReportCostFile[] | undefined;
+    if (fileClean) {
+      const reportOpts = { ...importOpts, strategy: 'overwrite' as const, samples: opts.samples };
+      reportCost = await runReportCost(ctx, service, runId, { a: fileA, clean: fileClean }, reportOpts, log);
+      result.reportCost = reportCost;
+    }
 
     let http: HttpRow[] = [];
     if (has('http')) {
@@ -215,7 +233,7 @@ async function main(): Promise<number> {
         ratioToL1: l1 ? gzipRun.seconds / l1.seconds : undefined,
         workerPeakRssMb: gzipRun.workerPeakRssMb,
       });
-    const targets: Target[] = evaluateTargets(load, http);
+    const targets: Target[] = [...evaluateTargets(load, http), ...reportCostTargets(reportCost ?? [])];
     result.targets = targets;
     console.log(
       `\nBenchmark ${runId}: ${opts.rows.toLocaleString('en-US')} rows (${(fileA.bytes / 1e9).toFixed(2)} GB), ` +
@@ -225,12 +243,14 @@ async function main(): Promise<number> {
     for (const [key, run] of Object.entries(imports))
       console.log(`import ${key === 'gzip' ? 'A gzip' : key.toUpperCase()} phases: ${phaseTable(run)}\n`);
     if (gzipRun) console.log(`${gzipLine(fileA, gzipRun, imports.a, l1)}\n`);
+    if (reportCost) console.log(`${reportCostTable(reportCost)}\n`);
     if (profile) console.log(`read phase, component passes over file A: ${readProfileLine(profile)}\n`);
     if (http.length) console.log(`${httpTable(http)}\n`);
     for (const t of targets) console.log(`${t.pass ? 'PASS' : 'MISS'}  ${t.name}: ${t.value} (target ${t.target})`);
     result.verification = 'passed';
     const checked = [
       Object.keys(imports).length && `import counts, contact totals, ${opts.samples} sampled contacts per import`,
+      reportCost && 'report step: counts and contact totals per run, each report counted per reason or its 404',
       http.length && 'HTTP answers and end states',
     ];
     console.log(`\nverification: passed (${checked.filter(Boolean).join('; ') || 'L1 row count'})`);

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { FileMeta } from './generate';
 import type { GzipRun } from './gzip-import';
 import type { ImportRun } from './import-flow';
+import type { ReportCostFile } from './report-cost';
 
 /** Prints `[label] 42% (n/total unit)` on stderr at every 5% step or every 5 s, whichever comes first. */
 export class Progress {
@@ -140,4 +141,45 @@ export function gzipLine(plain: FileMeta, run: GzipRun, a: ImportRun | undefined
     `${a ? ` = ${fix(run.seconds / a.seconds, 2)} x import A` : ''}` +
     `${l1 ? `, ${fix(run.seconds / l1.seconds, 2)} x L1` : ''}`
   );
+}
+
+/**
+ * The report step's table: per file, the mean seconds with the report off and on, the cost, the
+ * finish phase (where the report is written) and the worker's peak RSS; then each run in order.
+ */
+export function reportCostTable(files: ReportCostFile[]): string {
+  const t = table(
+    [
+      'file',
+      'rows',
+      'rejected',
+      'off s',
+      'on s',
+      'cost',
+      'finish off s',
+      'finish on s',
+      'worker peak RSS MB off',
+      'on',
+      'target',
+    ],
+    files.map((f) => [
+      f.file === 'A' ? 'file A' : 'clean (A without rejected)',
+      fmtInt(f.rows),
+      fmtInt(f.rejected),
+      fix(f.off.seconds, 2),
+      fix(f.on.seconds, 2),
+      `${f.costPercent >= 0 ? '+' : ''}${fix(f.costPercent, 1)}%`,
+      fix(f.off.finishSeconds, 2),
+      fix(f.on.finishSeconds, 2),
+      fix(f.off.workerPeakRssMb, 0),
+      fix(f.on.workerPeakRssMb, 0),
+      `<= ${f.targetPercent}%: ${f.met ? 'met' : 'missed'}`,
+    ]),
+  );
+  const order = files.map(
+    (f) =>
+      `  ${f.file}: ${f.runs.map((r) => `${r.report ? 'on' : 'off'} ${fix(r.seconds, 2)}`).join(', ')} s` +
+      `; report lines ${f.runs.find((r) => r.report)?.reportLines ?? 0}`,
+  );
+  return `rejected-rows report, runs off, on, on, off, each into a fresh account:\n${t}\n${order.join('\n')}`;
 }

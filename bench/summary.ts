@@ -9,6 +9,7 @@ import { md5Hex, rowAt, sampleNormalRows } from './dataset';
 import { GET_P99_MS, type HttpTarget, type PoolContact } from './http';
 import type { ImportRun } from './import-flow';
 import type { HttpRow, LoadRow } from './report';
+import type { ReportCostFile } from './report-cost';
 import { spawnChild, stopChild, waitHealthy, type Infra } from './services';
 
 const POOL_SIZE = 5000;
@@ -103,6 +104,28 @@ export function evaluateTargets(load: LoadRow[], http: HttpRow[]): Target[] {
       });
   }
   return out;
+}
+
+/** The report step: its cost per file (the issue's <= 3%) and the worker's peak with the report on. */
+export function reportCostTargets(files: ReportCostFile[]): Target[] {
+  return files.flatMap((f) => [
+    {
+      name: `rejected-rows report cost, ${f.file === 'A' ? 'file A' : 'clean file'}`,
+      value: `${f.costPercent.toFixed(1)} %`,
+      target: `<= ${f.targetPercent} %`,
+      pass: f.met,
+    },
+    ...(f.on.workerPeakRssMb === undefined
+      ? []
+      : [
+          {
+            name: `rejected-rows report on, ${f.file === 'A' ? 'file A' : 'clean file'}, worker peak RSS`,
+            value: `${f.on.workerPeakRssMb.toFixed(0)} MB`,
+            target: '<= 256 MB',
+            pass: f.on.workerPeakRssMb <= 256,
+          },
+        ]),
+  ]);
 }
 
 /** `uploaded 0.4s | read 12.1s (55%) | dedupe 2.0s (9%) | …` */
