@@ -6,8 +6,9 @@
  * per staged row and update by ctid, with no join filter over a whole account anywhere.
  */
 import { expect, test } from 'bun:test';
-import { join } from 'node:path';
 import { runImport } from '../worker/import/index';
+import { partStatements } from '../worker/import/merge/sql-files';
+import { rejectsTableDdl } from '../worker/import/rejects';
 import { stagingTables } from '../worker/import/staging';
 import { importBed } from './helpers/import-bed';
 import { importRow, stageImport, testConfig } from './helpers/file-store';
@@ -44,27 +45,28 @@ test('statistics predating the account: each staged row is one primary-key probe
   const table = stagingTables(importId).parts[0]!.table;
   await sql.unsafe(`
     create unlogged table ${table} as
-    select row_number() over (order by md5) as seq, md5 as email_md5, email, '{"firstName":"New"}'::jsonb as attributes,
+    select row_number() over (order by md5) as seq, md5 as email_md5, n as row_no, email,
+           '{"firstName":"New"}'::jsonb as attributes,
            '{}'::uuid[] as brand_ids, 1::int2 as attribute_count
-    from (select md5('u' || n || '@example.com')::uuid as md5, 'u' || n || '@example.com' as email
+    from (select n, md5('u' || n || '@example.com')::uuid as md5, 'u' || n || '@example.com' as email
           from generate_series(1, ${2 * EXISTING}) n) x`);
   await sql.unsafe(`alter table ${table} add primary key (seq)`);
   await sql.unsafe(`analyze ${table}`);
-  const statement = (await Bun.file(join(import.meta.dir, '../sql/merge/merge-batch.sql')).text()).replaceAll(
-    ':"merge_table"',
-    table,
-  );
+  // The statement as merge.ts builds it, with the rejects table it names (recording skips, $10, off).
+  const rejects = stagingTables(importId).rejects;
+  await sql.unsafe(rejectsTableDdl(rejects));
+  const statement = (await partStatements(table, rejects)).merge;
   const plan = await sql.begin(async (tx) => {
     await tx`set local enable_hashjoin = off`;
     await tx`set local enable_mergejoin = off`;
     const rows = await tx.unsafe<{ 'QUERY PLAN': string }[]>(
       `explain ${statement}`,
-      [id, importId, 0, 2 * EXISTING, 'overwrite', false, false, true, 'api'],
+      [id, importId, 0, 2 * EXISTING, 'overwrite', false, false, true, 'api', false],
       { prepare: false },
     );
     return rows.map((r) => r['QUERY PLAN']).join('\n');
   });
-  await sql.unsafe(`drop table ${table}`);
+  await sql.unsafe(`drop table ${table}, ${rejects}`);
 
   expect(plan).toMatch(
     new RegExp(
