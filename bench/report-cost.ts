@@ -269,7 +269,7 @@ async function verifyRun(
  * the reason is its second field, never quoted. The bench's files have no quoted line break, so a line
  * that does not start with a row number and a known reason is an error, not a continuation.
  */
-async function countReport(body: ReadableStream<Uint8Array>, label: string) {
+export async function countReport(body: ReadableStream<Uint8Array>, label: string) {
   const perReason: Partial<Record<Reason, number>> = {};
   const perCounter: Record<Counter, number> = { malformed: 0, duplicateInFile: 0, skipped: 0 };
   let lines = 0;
