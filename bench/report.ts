@@ -144,10 +144,12 @@ export function gzipLine(plain: FileMeta, run: GzipRun, a: ImportRun | undefined
 }
 
 /**
- * The report step's table: per file, the mean seconds with the report off and on, the cost, the
- * finish phase (where the report is written) and the worker's peak RSS; then each run in order.
+ * The report step's table: per file, the mean seconds with the report off and on, the cost, the same
+ * by the worker's clock (off / on, cost), the finish phase (where the report is written) and the
+ * worker's peak RSS; then each run in order.
  */
 export function reportCostTable(files: ReportCostFile[]): string {
+  const pct = (n: number) => `${n >= 0 ? '+' : ''}${fix(n, 1)}%`;
   const t = table(
     [
       'file',
@@ -156,6 +158,7 @@ export function reportCostTable(files: ReportCostFile[]): string {
       'off s',
       'on s',
       'cost',
+      'by worker clock',
       'finish off s',
       'finish on s',
       'worker peak RSS MB off',
@@ -168,7 +171,8 @@ export function reportCostTable(files: ReportCostFile[]): string {
       fmtInt(f.rejected),
       fix(f.off.seconds, 2),
       fix(f.on.seconds, 2),
-      `${f.costPercent >= 0 ? '+' : ''}${fix(f.costPercent, 1)}%`,
+      pct(f.costPercent),
+      `${fix(f.off.workerSeconds, 2)} / ${fix(f.on.workerSeconds, 2)} s ${pct(f.workerCostPercent)}`,
       fix(f.off.finishSeconds, 2),
       fix(f.on.finishSeconds, 2),
       fix(f.off.workerPeakRssMb, 0),
@@ -176,10 +180,13 @@ export function reportCostTable(files: ReportCostFile[]): string {
       `<= ${f.targetPercent}%: ${f.met ? 'met' : 'missed'}`,
     ]),
   );
+  const run = (r: ReportCostFile['runs'][number]) =>
+    `${r.report ? 'on' : 'off'} ${fix(r.seconds, 2)} (${fix(r.workerSeconds, 2)})`;
   const order = files.map(
     (f) =>
-      `  ${f.file}: ${f.runs.map((r) => `${r.report ? 'on' : 'off'} ${fix(r.seconds, 2)}`).join(', ')} s` +
-      `; report lines ${f.runs.find((r) => r.report)?.reportLines ?? 0}`,
+      `  ${f.file}: ${f.runs.map(run).join(', ')} s; runs of one setting ${fix(f.spreadPercent, 1)}% apart; ` +
+      `report lines ${f.runs.find((r) => r.report)?.reportLines ?? 0}`,
   );
-  return `rejected-rows report, runs off, on, on, off, each into a fresh account:\n${t}\n${order.join('\n')}`;
+  const head = 'rejected-rows report, runs off, on, on, off, each into a fresh account (seconds, by worker clock):';
+  return `${head}\n${t}\n${order.join('\n')}`;
 }
