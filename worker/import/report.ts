@@ -23,6 +23,7 @@ interface Rejected {
 }
 
 const CURSOR_ROWS = 2_000;
+const FLUSH_CHARS = 256 * 1024;
 
 /**
  * Writes the import's rejected-rows report into the object store, before the import is marked
@@ -55,15 +56,24 @@ export async function writeReport(p: Pipeline): Promise<RejectedRowsReport | und
   const columns = await loadColumns(sql, job);
   const path = join(tmpdir(), `rejected-rows-${job.id}-${process.pid}-${Date.now()}.csv`);
   try {
+    const started = performance.now();
     let how: 'lines' | 'parsed' = 'lines';
     if (!(await writeFile(p, facts, columns, table, path, byLines))) {
       how = 'parsed';
       if (!(await writeFile(p, facts, columns, table, path, byParsing)))
         throw new Error(`import ${job.id}: the file no longer holds the rows its read counted`);
     }
+    const written = performance.now();
     const key = rejectedRowsObjectKey(job.accountId, job.id);
     await p.store.putFile(key, path);
-    p.log('import rejected-rows report written', { importId: job.id, lines, read: how });
+    const ms = (t: number) => Math.round(t);
+    p.log('import rejected-rows report written', {
+      importId: job.id,
+      lines,
+      read: how,
+      writeMs: ms(written - started),
+      storeMs: ms(performance.now() - written),
+    });
     return { key, lines, retentionDays: p.reportRetentionDays };
   } finally {
     await rm(path, { force: true });
@@ -105,6 +115,8 @@ class ReportOut {
   private next: Rejected | undefined;
   private nextRow = Infinity;
   private ended = false;
+  private pending: string[] = [];
+  private pendingChars = 0;
 
   constructor(
     private readonly file: WriteStream,
@@ -147,6 +159,7 @@ class ReportOut {
 
   async close(): Promise<void> {
     await this.cursor.return?.();
+    await this.flush();
     this.file.end();
     await once(this.file, 'close');
   }
@@ -162,8 +175,22 @@ class ReportOut {
     this.nextRow = this.next ? Number(this.next.row_no) : Infinity;
   }
 
+  /**
+   * Lines are gathered and written 256 KB at a time: a write stream's write() per line cost more
+   * than the whole walk of the file (0.8 s for 15,000 lines in Bun 1.4, against 0.2 s for 1M lines).
+   */
   private async write(s: string): Promise<void> {
-    if (!this.file.write(s)) await once(this.file, 'drain');
+    this.pending.push(s);
+    this.pendingChars += s.length;
+    if (this.pendingChars >= FLUSH_CHARS) await this.flush();
+  }
+
+  private async flush(): Promise<void> {
+    if (this.pending.length === 0) return;
+    const text = this.pending.join('');
+    this.pending = [];
+    this.pendingChars = 0;
+    if (!this.file.write(text)) await once(this.file, 'drain');
   }
 }
 
@@ -179,7 +206,7 @@ const utf8 = new TextDecoder();
  * papaparse counts rows (a last empty line is no row), and says at the end whether that count is
  * the read's: when it is not, some row spanned lines and the numbering may be off.
  */
-const byLines: Walk = async (source, facts, out) => {
+export const byLines: Walk = async (source, facts, out) => {
   await out.start();
   const crlf = facts.fileLinebreak === '\r\n';
   let lines = 0;
