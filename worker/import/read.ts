@@ -123,11 +123,13 @@ export async function readPhase(p: Pipeline): Promise<Step> {
     await repeats?.close().catch(() => {});
     throw e;
   }
+  const scanStarted = performance.now();
   const duplicates = repeats && repeats.count > 0 ? await recordDuplicates(sql, t) : 0;
+  const duplicatesMs = Math.round(performance.now() - scanStarted);
 
   const read = { malformed, staged: sink.rows, fileRows, linebreak, recorded: report };
   if (!(await readDone(sql, job.accountId, job.id, read))) return { phase: 'stopped' };
-  p.log('import read', { importId: job.id, rows: rowNo, staged: sink.rows, malformed, duplicates });
+  p.log('import read', { importId: job.id, rows: rowNo, staged: sink.rows, malformed, duplicates, duplicatesMs });
   return { phase: 'dedupe' };
 }
 
