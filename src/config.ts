@@ -16,7 +16,7 @@ export interface Config {
   readonly importBatchSize: number;
   /** Merge batches of one import in flight at once, each on its own PostgreSQL backend. */
   readonly importMergeConcurrency: number;
-  /** Imports one worker process runs at once. */
+  /** Imports one worker process runs at once, side by side (worker/fair-share.ts). */
   readonly workerConcurrency: number;
   /** Port of the worker's own HTTP listener for GET /metrics (on HOST); 0: no listener. */
   readonly workerMetricsPort: number;
@@ -130,7 +130,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     storage: Object.freeze(storage),
     importBatchSize: int(env, 'IMPORT_BATCH_SIZE', 100_000, 1, 1_000_000),
     importMergeConcurrency: int(env, 'IMPORT_MERGE_CONCURRENCY', 2, 1, 8),
-    workerConcurrency: int(env, 'WORKER_CONCURRENCY', 1, 1, 64),
+    workerConcurrency: int(env, 'WORKER_CONCURRENCY', 4, 1, 64),
     workerMetricsPort: int(env, 'WORKER_METRICS_PORT', 9464, 0, 65535),
     logLevel,
     migrateOnStart: bool(env, 'MIGRATE_ON_START', true),

@@ -10,7 +10,7 @@ describe('loadConfig', () => {
       databasePoolSize: 10,
       importBatchSize: 100_000,
       importMergeConcurrency: 2,
-      workerConcurrency: 1,
+      workerConcurrency: 4,
       migrateOnStart: true,
       appName: 'contact-service',
       logLevel: 'info',

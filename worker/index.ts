@@ -28,6 +28,7 @@ import { workerMetrics } from '../src/metrics/worker';
 import { createStore } from '../src/storage';
 import { closeAndExit, onStopSignals } from '../src/shutdown';
 import { ImportBusyError, runImport } from './import/index';
+import { FairShare } from './fair-share';
 import { workerPoolSize } from './pool-size';
 import { keepSweepScheduler } from './schedulers';
 import { sweep } from './sweep';
@@ -56,6 +57,11 @@ if (poolSize > config.databasePoolSize)
 const sql = connect(db.url, poolSize, { appName: config.appName });
 const storage = await createStore(config);
 const importQueue = createImportQueue(redis.url);
+// Imports of different accounts share the worker's places (worker/fair-share.ts).
+const fairShare = new FairShare(concurrency, async () => {
+  const [oldest] = await importQueue.queue.getWaiting(0, 0);
+  return oldest ? Math.max(0, Date.now() - oldest.timestamp) : 0;
+});
 
 type Handler = (job: Job, token?: string) => Promise<unknown>;
 
@@ -69,13 +75,27 @@ const handlers: Record<string, Record<string, Handler>> = {
       // Bad input never gets better with retries.
       if (!UUID.test(accountId ?? '') || !UUID.test(importId ?? ''))
         throw new UnrecoverableError(`job ${job.id} has no valid accountId/importId`);
+      const leave = fairShare.enter(importId);
       try {
-        await runImport(
-          { sql, storage, config, log: (msg, fields) => log('info', msg, { importId, ...fields }) },
+        const end = await runImport(
+          {
+            sql,
+            storage,
+            config,
+            log: (msg, fields) => log('info', msg, { importId, ...fields }),
+            giveWay: () => fairShare.giveWay(importId),
+          },
           accountId,
           importId,
         );
+        if (end === 'yielded' && token) {
+          // Gave its place to another account's import at a checkpoint: back of the queue, no retry
+          // spent; the run that takes it up again resumes from there.
+          await job.moveToDelayed(Date.now(), token);
+          throw new DelayedError();
+        }
       } catch (e) {
+        if (e instanceof DelayedError) throw e;
         if (!(e instanceof ImportBusyError) || !token) throw e;
         // Another run holds the import's session lock: a worker whose lock lapsed while it still
         // runs, a job that Redis lost and the sweeper enqueued again, or a killed worker whose
@@ -84,6 +104,8 @@ const handlers: Record<string, Record<string, Handler>> = {
         // if the holder dies next.
         await job.moveToDelayed(Date.now() + BUSY_RECHECK_MS, token);
         throw new DelayedError();
+      } finally {
+        leave();
       }
     },
   },

@@ -27,7 +27,15 @@ export interface ImportDeps {
   storage: ObjectStore;
   config: Config;
   log?: (msg: string, fields?: object) => void;
+  /** Pipeline.giveWay: asked between phases and merge batches; absent, the run goes to its end. */
+  giveWay?: () => boolean;
 }
+
+/**
+ * `ended`: the import is final (or was never this run's to run); `yielded`: the run gave way to
+ * another account's import at a checkpoint, and the import is to be run again from there.
+ */
+export type RunEnd = 'ended' | 'yielded';
 
 /**
  * Runs (or resumes) one contact import to its end: read → dedupe → merge → finish.
@@ -45,7 +53,7 @@ export interface ImportDeps {
  * run waits until PostgreSQL answers and starts over from the committed state itself, for up to
  * DATABASE_WAIT_MS, before it throws for the queue to retry.
  */
-export async function runImport(deps: ImportDeps, accountId: string, importId: string): Promise<void> {
+export async function runImport(deps: ImportDeps, accountId: string, importId: string): Promise<RunEnd> {
   const log = deps.log ?? (() => {});
   const deadline = Date.now() + DATABASE_WAIT_MS;
   for (;;) {
@@ -80,17 +88,20 @@ async function databaseAnswers(sql: Sql, deadline: number, lost: unknown): Promi
   throw lost;
 }
 
-async function runOnce(deps: ImportDeps, accountId: string, importId: string, log: Pipeline['log']): Promise<void> {
+async function runOnce(deps: ImportDeps, accountId: string, importId: string, log: Pipeline['log']): Promise<RunEnd> {
   const { sql, storage } = deps;
   const seen = await loadImport(sql, accountId, importId);
   if (!seen) {
     log('import not found', { accountId, importId });
-    return;
+    return 'ended';
   }
-  if (seen.status === 'success' || seen.status === 'failed') return cleanup(sql, storage, seen, log);
+  if (seen.status === 'success' || seen.status === 'failed') {
+    await cleanup(sql, storage, seen, log);
+    return 'ended';
+  }
   if (seen.status === 'awaiting-upload') {
     log('import has no file yet', { importId });
-    return;
+    return 'ended';
   }
 
   // One connection for the whole run: it holds the import's session lock (so a second delivery of
@@ -103,8 +114,11 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
     if (!lock?.locked) throw new ImportBusyError(`contact import ${importId} is being run by another worker`);
     try {
       const job = await loadImport(sql, accountId, importId);
-      if (!job || job.status === 'awaiting-upload') return;
-      if (job.status === 'success' || job.status === 'failed') return await cleanup(sql, storage, job, log);
+      if (!job || job.status === 'awaiting-upload') return 'ended';
+      if (job.status === 'success' || job.status === 'failed') {
+        await cleanup(sql, storage, job, log);
+        return 'ended';
+      }
       const { importBatchSize: batchSize, importMergeConcurrency: mergeConcurrency } = deps.config;
       const { rejectedRowsReport: report, rejectedRowsRetentionDays: reportRetentionDays } = deps.config;
       const p: Pipeline = {
@@ -117,6 +131,7 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
         report,
         reportRetentionDays,
         log,
+        giveWay: deps.giveWay,
       };
       let end: Step;
       try {
@@ -129,6 +144,7 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
         log('import failed', { importId, reason: e.message });
         throw new UnrecoverableImportError(importId, e.message, { cause: e });
       }
+      if (end.phase === 'yielded') return 'yielded';
       if (end.phase === 'done') {
         importsFinished.inc({ status: 'success' });
         await cleanup(sql, storage, job, log);
@@ -137,6 +153,7 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
         const now = await loadImport(sql, accountId, importId);
         if (now?.status === 'success' || now?.status === 'failed') await cleanup(sql, storage, now, log);
       }
+      return 'ended';
     } finally {
       await conn`select pg_advisory_unlock(${lockKey})`.catch(() => {});
     }
@@ -145,13 +162,25 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
   }
 }
 
-/** Runs phase after phase, each returning the next, from where the committed state stands. */
+/**
+ * Runs phase after phase, each returning the next, from where the committed state stands. Between
+ * two phases after the read (each committed its end), the run may give way (Pipeline.giveWay).
+ */
 async function runPhases(p: Pipeline): Promise<Step> {
   let step = firstStep(p.job);
-  while (step.phase !== 'done' && step.phase !== 'stopped') {
+  let ran = false;
+  while (step.phase !== 'done' && step.phase !== 'stopped' && step.phase !== 'yielded') {
+    if (ran && (step.phase === 'dedupe' || step.phase === 'merge') && p.giveWay?.()) {
+      p.log('import gives way', { importId: p.job.id, before: step.phase });
+      return { phase: 'yielded' };
+    }
     const timer = importPhaseDuration.startTimer({ phase: step.phase });
-    step = await runPhase(p, step);
-    timer(); // only a phase that returned its successor
+    const next = await runPhase(p, step);
+    // Only a phase that returned its successor is timed: one that gave way is not over.
+    if (next.phase !== 'yielded') timer();
+    // A resume only checks the staging: the run has not moved the import on yet.
+    if (step.phase !== 'resume') ran = true;
+    step = next;
   }
   return step;
 }
@@ -164,7 +193,7 @@ function firstStep(job: Readonly<ImportJob>): Step {
   return { phase: 'resume', rowCount: Number(job.rowCount ?? 0), checkpoint: job.checkpoint };
 }
 
-function runPhase(p: Pipeline, step: Exclude<Step, { phase: 'done' | 'stopped' }>): Promise<Step> {
+function runPhase(p: Pipeline, step: Exclude<Step, { phase: 'done' | 'stopped' | 'yielded' }>): Promise<Step> {
   switch (step.phase) {
     case 'read':
       return readPhase(p);

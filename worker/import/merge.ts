@@ -13,7 +13,7 @@ import { loadReportFacts, StagingLostError, type MergeProgress, type Pipeline, t
  * (merge/batch.ts), several in flight at once but committed in seq order (merge/schedule.ts),
  * with the account held for the whole phase (merge/account-hold.ts). Returns finish as the next
  * phase, or stopped when the import stopped being a running merge under us (failed or finished
- * by another hand); the run then leaves it alone.
+ * by another hand; the run then leaves it alone), or yielded when it gave way between batches.
  *
  * The import's seq runs through the merge table's parts in order (dedupe.ts); every batch but the
  * last is exactly `batchSize` rows of that order, so `percentComplete` moves in the spec's steps,
@@ -43,5 +43,5 @@ export async function mergePhase(p: Pipeline, merge: MergeProgress): Promise<Ste
   const merged = await withAccountHold(p, seconds, () =>
     mergeBatches({ p, rowCount, parts, recordSkips: rejectsRecorded }, checkpoint, Math.max(1, p.mergeConcurrency)),
   );
-  return merged ? { phase: 'finish' } : { phase: 'stopped' };
+  return merged === 'merged' ? { phase: 'finish' } : { phase: merged };
 }

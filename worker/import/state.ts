@@ -81,7 +81,9 @@ export type Step =
   | ({ phase: 'merge' } & MergeProgress)
   | { phase: 'finish' }
   | { phase: 'done' }
-  | { phase: 'stopped' };
+  | { phase: 'stopped' }
+  /** gave its place in the worker to another account's import; the job goes back to the queue */
+  | { phase: 'yielded' };
 
 /** Where a merge stands: the rows to merge and the last seq committed. */
 export interface MergeProgress {
@@ -106,6 +108,12 @@ export interface Pipeline {
   /** How long a report is kept, in days (REJECTED_ROWS_RETENTION_DAYS). */
   reportRetentionDays: number;
   log: (msg: string, fields?: object) => void;
+  /**
+   * Whether the run should give its place in the worker to another account's import now
+   * (worker/fair-share.ts), asked at the points where stopping loses nothing: between phases after
+   * the read, and between merge batches. Absent: never (the admin CLI's in-process run).
+   */
+  giveWay?: () => boolean;
 }
 
 /**

@@ -15,16 +15,22 @@ import { runBatch, type Merge, type Outcome } from './batch';
  * the checkpoint, from exactly its own first seq (advance.sql). If the earlier batch rolled back,
  * that update finds nothing and this batch rolls back too, to be run again.
  *
- * Returns false when the import stopped being a running merge under us (failed or finished by
- * another hand).
+ * Returns `stopped` when the import stopped being a running merge under us (failed or finished by
+ * another hand), and `yielded` when the run was asked to give way (Pipeline.giveWay): no batch is
+ * launched after the ask, the ones in flight commit, and the next run resumes at their checkpoint.
  */
-export async function mergeBatches(m: Merge, checkpoint: number, concurrency: number): Promise<boolean> {
+export async function mergeBatches(
+  m: Merge,
+  checkpoint: number,
+  concurrency: number,
+): Promise<'merged' | 'stopped' | 'yielded'> {
   const { p, rowCount } = m;
   const { job } = p;
   const startedAt = Date.now();
   const startedFrom = checkpoint;
   let done = checkpoint;
-  while (done < rowCount) {
+  let yielding = false;
+  while (done < rowCount && !yielding) {
     // In seq order; each batch after the first waits for the one before it (its `lo`).
     const inFlight: { lo: number; locked: Promise<void>; outcome: Promise<Outcome> }[] = [];
     let next = done;
@@ -49,6 +55,8 @@ export async function mergeBatches(m: Merge, checkpoint: number, concurrency: nu
 
     let halt: 'stop' | 'moved' | undefined;
     while (inFlight.length > 0 && !halt) {
+      // At least one batch per run, so a run that gives way at once still moves the import on.
+      if (!yielding && done > startedFrom && p.giveWay?.()) yielding = true;
       const head = inFlight.shift()!;
       let outcome: Outcome;
       try {
@@ -65,18 +73,22 @@ export async function mergeBatches(m: Merge, checkpoint: number, concurrency: nu
       const { percentComplete, counts } = outcome;
       countMerged(counts);
       p.log('import merge batch', { importId: job.id, checkpoint: done, percentComplete, ...counts });
-      if (next < rowCount) await launch();
+      if (next < rowCount && !yielding) await launch();
     }
     if (!halt) continue;
     // Later batches in flight cannot commit past a halted one; let them roll back.
     await Promise.allSettled(inFlight.map((b) => b.outcome));
-    if (halt === 'stop') return false;
+    if (halt === 'stop') return 'stopped';
     const [state] = await p.sql<{ status: string; phase: string | null; checkpoint: number }[]>`
       select status, phase, checkpoint from contact_imports
       where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
-    if (!state || state.status !== 'importing' || state.phase !== 'merge') return false;
+    if (!state || state.status !== 'importing' || state.phase !== 'merge') return 'stopped';
     done = state.checkpoint;
   }
+  if (done < rowCount) {
+    p.log('import merge gives way', { importId: job.id, checkpoint: done, ms: Date.now() - startedAt });
+    return 'yielded';
+  }
   p.log('import merged', { importId: job.id, rowCount, ms: Date.now() - startedAt });
-  return true;
+  return 'merged';
 }
