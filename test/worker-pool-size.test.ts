@@ -5,9 +5,13 @@ import { workerPoolSize } from '../worker/pool-size';
 const config = (env: Record<string, string>) => loadConfig({ DATA_DIR: '/tmp', ...env });
 
 test("the worker pool holds each run's reserved connection, its dedupe parts or merge batches, and the sweeper", () => {
-  expect(workerPoolSize(config({}))).toBe(10); // the default already covers one import: 1 + 2 + 1
-  expect(workerPoolSize(config({ DATABASE_POOL_SIZE: '1' }))).toBe(4);
-  expect(workerPoolSize(config({ DATABASE_POOL_SIZE: '1', IMPORT_MERGE_CONCURRENCY: '4' }))).toBe(6);
+  // The defaults: 4 places (WORKER_CONCURRENCY) × (1 + 2) + 1 = 13, over DATABASE_POOL_SIZE 10.
+  expect(workerPoolSize(config({}))).toBe(13);
+  expect(workerPoolSize(config({ WORKER_CONCURRENCY: '1' }))).toBe(10); // 1 + 2 + 1 fits the default
+  expect(workerPoolSize(config({ DATABASE_POOL_SIZE: '1', WORKER_CONCURRENCY: '1' }))).toBe(4);
+  expect(
+    workerPoolSize(config({ DATABASE_POOL_SIZE: '1', WORKER_CONCURRENCY: '1', IMPORT_MERGE_CONCURRENCY: '4' })),
+  ).toBe(6);
   expect(workerPoolSize(config({ DATABASE_POOL_SIZE: '10', WORKER_CONCURRENCY: '4' }))).toBe(13);
   expect(workerPoolSize(config({ DATABASE_POOL_SIZE: '50', WORKER_CONCURRENCY: '4' }))).toBe(50);
 });
