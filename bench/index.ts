@@ -1,5 +1,6 @@
 /**
- * `bun run bench [-- --rows N] [--duration S] [--connections C] [--steps l1,a,b,http,profile,gzip,report] [--strict]`
+ * `bun run bench [-- --rows N] [--duration S] [--connections C] [--strict]
+ *   [--steps l1,a,b,http,profile,gzip,report,fair]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
  * L1, import A, import B and the HTTP load (and, when asked for, profile, gzip and report), verifies
  * each after timing, prints the tables and writes bench/results/<timestamp>.json. Exit 1 when a run
@@ -9,6 +10,7 @@ import { join } from 'node:path';
 import { mkdir } from 'node:fs/promises';
 import { abandonOpenBenchImports, createBenchAccount } from './account';
 import { checkDiskSpace } from './disk';
+import { fairLine, fairTargets, runFair, type FairRun } from './fair';
 import { generateCsv } from './generate';
 import { gzipFile, runGzipImport, type GzipRun } from './gzip-import';
 import { runHttp, type HttpOptions } from './http';
@@ -35,9 +37,11 @@ import { evaluateTargets, phaseTable, reportCostTargets, startBaseline, type Tar
  * (import A again from file A gzip-compressed, into a fresh account: as long as import A again, plus
  * compressing the file the first time, and disk for a second set of A's contacts) and `report` (what
  * the rejected-rows report costs: file A and a clean file imported four times each, report off, on,
- * on, off: as long as eight imports of A, and disk for the clean file and one more set of contacts).
+ * on, off: as long as eight imports of A, and disk for the clean file and one more set of contacts)
+ * and `fair` (import A again into a fresh account while 20 other accounts each import 10 rows, 10 s
+ * into it: as long as import A again, and disk for a second set of A's contacts).
  */
-const STEPS = ['l1', 'a', 'b', 'http', 'profile', 'gzip', 'report'] as const;
+const STEPS = ['l1', 'a', 'b', 'http', 'profile', 'gzip', 'report', 'fair'] as const;
 const DEFAULT_STEPS: Step[] = ['l1', 'a', 'b', 'http'];
 type Step = (typeof STEPS)[number];
 
@@ -81,7 +85,7 @@ function parseArgs(argv: string[]) {
     } else if (flag === '--help' || flag === '-h') {
       console.error(
         'usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--connections C] [--samples K] ' +
-          '[--poll-ms MS] [--steps l1,a,b,http,profile,gzip,report] [--strict]',
+          '[--poll-ms MS] [--steps l1,a,b,http,profile,gzip,report,fair] [--strict]',
       );
       process.exit(2);
     } else throw new Error(`unknown flag ${flag} (see --help)`);
@@ -114,8 +118,8 @@ async function main(): Promise<number> {
       const files = [paths.a, ...(has('b') ? [paths.b] : []), ...(has('report') ? [cleanPath(paths.a)] : [])];
       // gzip or report after A: A's contacts stay while a second import of A peaks, as when B follows A
       // (the report step deletes each of its runs' contacts before the next).
-      const second = has('b') || (has('a') && (has('gzip') || has('report')));
-      const importA = has('a') || has('gzip') || has('report');
+      const second = has('b') || (has('a') && (has('gzip') || has('report') || has('fair')));
+      const importA = has('a') || has('gzip') || has('report') || has('fair');
       await checkDiskSpace({ dataDir: infra.config.dataDir, rows: opts.rows, files, importA, importB: second }, log);
     }
     const fileA = await generateCsv(paths.a, opts.rows, 0, log);
@@ -178,6 +182,11 @@ async function main(): Promise<number> {
       reportCost = await runReportCost(ctx, service, runId, { a: fileA, clean: fileClean }, reportOpts, log);
       result.reportCost = reportCost;
     }
+    let fair: FairRun | undefined;
+    if (has('fair')) {
+      const fairOpts = { ...importOpts, strategy: 'overwrite' as const, samples: opts.samples };
+      result.fair = fair = await runFair(ctx, runId, fileA, imports.a, fairOpts, log);
+    }
 
     let http: HttpRow[] = [];
     if (has('http')) {
@@ -233,7 +242,11 @@ async function main(): Promise<number> {
         ratioToL1: l1 ? gzipRun.seconds / l1.seconds : undefined,
         workerPeakRssMb: gzipRun.workerPeakRssMb,
       });
-    const targets: Target[] = [...evaluateTargets(load, http), ...reportCostTargets(reportCost ?? [])];
+    const targets: Target[] = [
+      ...evaluateTargets(load, http),
+      ...reportCostTargets(reportCost ?? []),
+      ...(fair ? fairTargets(fair) : []),
+    ];
     result.targets = targets;
     console.log(
       `\nBenchmark ${runId}: ${opts.rows.toLocaleString('en-US')} rows (${(fileA.bytes / 1e9).toFixed(2)} GB), ` +
@@ -244,6 +257,7 @@ async function main(): Promise<number> {
       console.log(`import ${key === 'gzip' ? 'A gzip' : key.toUpperCase()} phases: ${phaseTable(run)}\n`);
     if (gzipRun) console.log(`${gzipLine(fileA, gzipRun, imports.a, l1)}\n`);
     if (reportCost) console.log(`${reportCostTable(reportCost)}\n`);
+    if (fair) console.log(`${fairLine(fair)}\n`);
     if (profile) console.log(`read phase, component passes over file A: ${readProfileLine(profile)}\n`);
     if (http.length) console.log(`${httpTable(http)}\n`);
     for (const t of targets) console.log(`${t.pass ? 'PASS' : 'MISS'}  ${t.name}: ${t.value} (target ${t.target})`);
@@ -251,6 +265,7 @@ async function main(): Promise<number> {
     const checked = [
       Object.keys(imports).length && `import counts, contact totals, ${opts.samples} sampled contacts per import`,
       reportCost && 'report step: counts and contact totals per run, each report counted per reason or its 404',
+      fair && `fair step: import A as import A, each small import's counts and contacts`,
       http.length && 'HTTP answers and end states',
     ];
     console.log(`\nverification: passed (${checked.filter(Boolean).join('; ') || 'L1 row count'})`);

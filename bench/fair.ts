@@ -1,0 +1,161 @@
+/**
+ * Step `fair`: how imports of different accounts share the worker. Account A imports file A; 10 s
+ * after its upload ended, 20 other accounts each start a 10-row import (through the real flow:
+ * POST, PUT to the upload link, GET polled every 100 ms). Reports the small imports' times from their
+ * upload to `success` (p50, p95, max) and A's time against A alone (import A of the same run).
+ * Every import is verified: A like import A, each small one's counts and contacts exactly.
+ */
+import type { Sql } from '../src/db';
+import { createBenchAccount, type BenchAccount } from './account';
+import { COLUMNS, rowAt } from './dataset';
+import type { FileMeta } from './generate';
+import { runImportFlow, type ImportOptions, type ImportRun, type ImportView } from './import-flow';
+import type { Target } from './summary';
+import { checkContactCount, checkCounts, checkSample } from './verify';
+
+export const SMALL_ACCOUNTS = 20;
+export const SMALL_ROWS = 10;
+export const SMALL_DELAY_SECONDS = 10;
+/** The issue's targets for the small imports and for A's slowdown. */
+export const FAIR_TARGETS = { p95Seconds: 5, maxSeconds: 10, slowdown: 0.05 };
+
+export interface FairRun {
+  a: ImportRun;
+  aAloneSeconds?: number;
+  /** A's seconds / A alone's − 1 */
+  slowdown?: number;
+  small: { seconds: number[]; p50: number; p95: number; max: number };
+  /** whether A was still running when every small import had succeeded */
+  aStillRunning: boolean;
+}
+
+type Ctx = { baseUrl: string; sql: Sql; workerPid: number };
+
+/** Runs the step; `aAlone` is import A's run of the same bench run, when it ran. */
+export async function runFair(
+  ctx: Ctx,
+  runId: string,
+  fileA: FileMeta,
+  aAlone: ImportRun | undefined,
+  opts: ImportOptions & { samples: number },
+  log: (m: string) => void,
+): Promise<FairRun> {
+  const big = await createBenchAccount(ctx.sql, `${runId} fair A`);
+  const smallAccounts = await Promise.all(
+    Array.from({ length: SMALL_ACCOUNTS }, (_, k) => createBenchAccount(ctx.sql, `${runId} fair ${k}`)),
+  );
+  const csv = smallFile();
+  let aDone = false;
+  const aRun = runImportFlow(ctx, big, fileA, 'fair A', opts);
+  aRun.then(
+    () => (aDone = true),
+    () => (aDone = true),
+  );
+  // A's clock starts when its upload has ended: the import leaves awaiting-upload.
+  while (!aDone && !(await uploaded(ctx.sql, big.id))) await Bun.sleep(50);
+  await Bun.sleep(SMALL_DELAY_SECONDS * 1000);
+  if (aDone) log(`[fair] warning: import A ended within ${SMALL_DELAY_SECONDS} s; use more --rows`);
+  log(`[fair] ${SMALL_ACCOUNTS} accounts start a ${SMALL_ROWS}-row import`);
+  const seconds = await Promise.all(smallAccounts.map((acc) => smallImport(ctx, acc, csv)));
+  const aStillRunning = !aDone;
+  const a = await aRun;
+  checkCounts(a.view, fileA, 'fair A', 'added');
+  await checkContactCount(ctx.sql, big.id, fileA.normal, 'fair A');
+  await checkSample(ctx, big, fileA, [0], opts.samples, 'fair A');
+  for (const acc of smallAccounts) await checkContactCount(ctx.sql, acc.id, SMALL_ROWS, 'fair small');
+  const sorted = [...seconds].sort((x, y) => x - y);
+  const pick = (q: number) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]!;
+  const run: FairRun = {
+    a,
+    aAloneSeconds: aAlone?.seconds,
+    slowdown: aAlone ? a.seconds / aAlone.seconds - 1 : undefined,
+    small: { seconds, p50: pick(0.5), p95: pick(0.95), max: sorted.at(-1)! },
+    aStillRunning,
+  };
+  log(`[bench] fair verified: A ${a.seconds.toFixed(2)} s, small p95 ${run.small.p95.toFixed(2)} s`);
+  return run;
+}
+
+async function uploaded(sql: Sql, accountId: string): Promise<boolean> {
+  const [row] = await sql<{ status: string }[]>`select status from contact_imports where account_id = ${accountId}`;
+  return row !== undefined && row.status !== 'awaiting-upload';
+}
+
+/** The first SMALL_ROWS normal rows of file A's model: each a new contact of its account. */
+function smallFile(): string {
+  const lines = [COLUMNS.join(',')];
+  for (let i = 0; lines.length <= SMALL_ROWS; i++) {
+    const row = rowAt(i, 0);
+    if (row.kind === 'normal') lines.push(row.cells.join(','));
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+/** One small import through the API; seconds from the end of its upload to `success`. */
+async function smallImport(ctx: Ctx, account: BenchAccount, csv: string): Promise<number> {
+  const auth = { authorization: `Bearer ${account.key}` };
+  const created = await fetch(`${ctx.baseUrl}/v1/contact-imports`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ columns: COLUMNS, duplicateContactStrategy: 'overwrite' }),
+  });
+  if (created.status !== 201) throw new Error(`fair small: create answered ${created.status} ${await created.text()}`);
+  const { id, uploadUrl } = (await created.json()) as { id: string; uploadUrl: string };
+  const put = await fetch(uploadUrl, { method: 'PUT', headers: { 'content-type': 'text/csv' }, body: csv });
+  if (put.status !== 200) throw new Error(`fair small: upload answered ${put.status} ${await put.text()}`);
+  const started = performance.now();
+  for (;;) {
+    const got = await fetch(`${ctx.baseUrl}/v1/contact-imports/${id}`, { headers: auth });
+    const view = (await got.json()) as ImportView;
+    if (view.status === 'success') {
+      const seconds = (performance.now() - started) / 1000;
+      if (view.addedCount !== SMALL_ROWS || view.malformedCount !== 0)
+        throw new Error(`fair small: import ${id} ended ${JSON.stringify(view)}`);
+      return seconds;
+    }
+    if (view.status === 'failed') throw new Error(`fair small: import ${id} failed: ${view.failureReason}`);
+    if (performance.now() - started > 600_000) throw new Error(`fair small: import ${id} not final after 600 s`);
+    await Bun.sleep(100);
+  }
+}
+
+/** The step's line for the printed summary. */
+export function fairLine(run: FairRun): string {
+  const s = (x: number) => `${x.toFixed(2)} s`;
+  const alone = run.aAloneSeconds === undefined ? '' : ` against ${s(run.aAloneSeconds)} alone (${pct(run.slowdown!)})`;
+  return (
+    `fair: ${SMALL_ACCOUNTS} accounts' ${SMALL_ROWS}-row imports started ${SMALL_DELAY_SECONDS} s into import A, ` +
+    `upload to success p50 ${s(run.small.p50)}, p95 ${s(run.small.p95)}, max ${s(run.small.max)}; ` +
+    `A ${s(run.a.seconds)}${alone}${run.aStillRunning ? '' : '; A had ended before the small imports did'}`
+  );
+}
+
+export function fairTargets(run: FairRun): Target[] {
+  const t = FAIR_TARGETS;
+  return [
+    {
+      name: 'fair: small imports p95',
+      value: `${run.small.p95.toFixed(2)} s`,
+      target: `<= ${t.p95Seconds} s`,
+      pass: run.small.p95 <= t.p95Seconds,
+    },
+    {
+      name: 'fair: small imports max',
+      value: `${run.small.max.toFixed(2)} s`,
+      target: `<= ${t.maxSeconds} s`,
+      pass: run.small.max <= t.maxSeconds,
+    },
+    ...(run.slowdown === undefined
+      ? []
+      : [
+          {
+            name: 'fair: import A slowed by the small imports',
+            value: pct(run.slowdown),
+            target: `<= ${pct(t.slowdown)}`,
+            pass: run.slowdown <= t.slowdown,
+          },
+        ]),
+  ];
+}
+
+const pct = (x: number) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)} %`;
