@@ -38,8 +38,8 @@ import { evaluateTargets, phaseTable, reportCostTargets, startBaseline, type Tar
  * compressing the file the first time, and disk for a second set of A's contacts) and `report` (what
  * the rejected-rows report costs: file A and a clean file imported four times each, report off, on,
  * on, off: as long as eight imports of A, and disk for the clean file and one more set of contacts)
- * and `fair` (import A again into a fresh account while 20 other accounts each import 10 rows, 10 s
- * into it: as long as import A again, and disk for a second set of A's contacts).
+ * and `fair` (file A into a fresh account alone, then while 20 other accounts each import 10 rows
+ * 10 s into it, then alone again: as long as three imports of A, and disk for three more sets).
  */
 const STEPS = ['l1', 'a', 'b', 'http', 'profile', 'gzip', 'report', 'fair'] as const;
 const DEFAULT_STEPS: Step[] = ['l1', 'a', 'b', 'http'];
@@ -185,7 +185,7 @@ async function main(): Promise<number> {
     let fair: FairRun | undefined;
     if (has('fair')) {
       const fairOpts = { ...importOpts, strategy: 'overwrite' as const, samples: opts.samples };
-      result.fair = fair = await runFair(ctx, runId, fileA, imports.a, fairOpts, log);
+      result.fair = fair = await runFair(ctx, runId, fileA, fairOpts, log);
     }
 
     let http: HttpRow[] = [];

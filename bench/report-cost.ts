@@ -12,7 +12,7 @@ import { createReadStream, existsSync } from 'node:fs';
 import { rename, rm, stat } from 'node:fs/promises';
 import type { Sql } from '../src/db';
 import { REASONS, type Counter, type Reason } from '../src/imports/rejections';
-import { createBenchAccount, type BenchAccount } from './account';
+import { createBenchAccount, dropAccountContacts, type BenchAccount } from './account';
 import { kindOf } from './dataset';
 import type { FileMeta } from './generate';
 import { runImportFlow, type ImportOptions, type ImportRun } from './import-flow';
@@ -325,15 +325,4 @@ export async function countReport(body: ReadableStream<Uint8Array>, label: strin
   if (rest) take(rest);
   if (header) throw new VerificationError(`${label}: the report is empty`);
   return { lines, perReason, perCounter };
-}
-
-/**
- * The run's contacts (and brand events) deleted, then `vacuum (analyze) contacts`: the freed pages at
- * the table's end are given back, so the next run inserts into the same table as this one did, and
- * the statistics are the same for each.
- */
-async function dropAccountContacts(sql: Sql, accountId: string): Promise<void> {
-  await sql`delete from contacts where account_id = ${accountId}`;
-  await sql`delete from brand_subscribe_events where account_id = ${accountId}`;
-  await sql.unsafe('vacuum (analyze) contacts');
 }
