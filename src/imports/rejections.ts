@@ -36,7 +36,10 @@ export const REASONS = {
 
 export type Reason = keyof typeof REASONS;
 
-/** Reasons the read phase records; a read that starts over clears exactly these. */
+/**
+ * Reasons recorded before the merge (malformed rows by the read, duplicate rows by the dedupe); a
+ * read that starts over clears exactly these.
+ */
 export const READ_REASONS = (Object.keys(REASONS) as Reason[]).filter((r) => REASONS[r].counter !== 'skipped');
 
 /** The report's first four columns; the row's own cells follow, as the file had them. */

@@ -1,4 +1,5 @@
 import { backToRead, dedupeDone } from '../../src/imports/lifecycle';
+import { recordDuplicates } from './rejects';
 import { partSizes, stagingTables, type MergePart, type StagingTables } from './staging';
 import { StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
 
@@ -36,6 +37,7 @@ export async function dedupePhase(p: Pipeline): Promise<Step> {
     rowCount: counts.kept,
     duplicateInFile: counts.staged - counts.kept,
     rebuilt: counts.rebuilt,
+    duplicatesMs: counts.duplicatesMs,
   });
   if (!counts.moved) return { phase: 'stopped' }; // failed by another hand meanwhile
   // A rebuilt merge table goes on from the checkpoint the merge under way committed.
@@ -48,6 +50,8 @@ interface DedupeCounts {
   rebuilt: boolean;
   /** whether the import moved on to its merge (not when it stopped being a running dedupe) */
   moved: boolean;
+  /** how long recording the duplicate rows took (the rejected-rows report on) */
+  duplicatesMs?: number;
 }
 
 async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
@@ -74,18 +78,24 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
   if (rebuilt && kept !== Number(job.rowCount)) {
     throw new Error(`import ${job.id}: the file read again deduplicates to ${kept} rows, not ${job.rowCount}`);
   }
-  if (staging?.rejects_recorded) await checkDuplicates(p, t, staged - kept);
+  let duplicatesMs: number | undefined;
+  if (staging?.rejects_recorded) {
+    const started = performance.now();
+    if (staged > kept) await recordDuplicates(p.sql, t);
+    duplicatesMs = Math.round(performance.now() - started);
+    await checkDuplicates(p, t, staged - kept);
+  }
 
   return p.sql.begin(async (tx) => {
     const moved = await dedupeDone(tx, job.accountId, job.id, { staged, kept, rebuilt });
     await tx.unsafe(`drop table ${t.rows}`);
-    return { staged, kept, rebuilt, moved };
+    return { staged, kept, rebuilt, moved, duplicatesMs };
   });
 }
 
 /**
- * The read phase recorded the duplicate rows by another route than dedupe's (worker/import/rejects.ts):
- * both must agree, or the report would not add up to duplicateInFileCount.
+ * The duplicate rows were recorded by another route than dedupe's (worker/import/rejects.ts): both
+ * must agree, or the report would not add up to duplicateInFileCount.
  */
 async function checkDuplicates(p: Pipeline, t: StagingTables, duplicates: number): Promise<void> {
   const [r] = await p.sql.unsafe<{ n: number }[]>(

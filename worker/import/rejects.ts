@@ -9,9 +9,9 @@ import { InsertQueue } from './insert-queue';
  * wrong width, the row that superseded a duplicate). The row's cells are not kept here: the
  * report takes them from the file itself, which costs far less than staging every row's text.
  *
- * The read phase writes the malformed and duplicate rows; each merge batch writes its skipped rows
- * in its own transaction (sql/merge/merge-batch.sql), so the table is logged. It holds only
- * rejected rows, so its WAL is small.
+ * The read phase writes the malformed rows, the dedupe phase the duplicate ones (recordDuplicates),
+ * and each merge batch its skipped rows in its own transaction (sql/merge/merge-batch.sql), so the
+ * table is logged. It holds only rejected rows, so its WAL is small.
  */
 export function rejectsTableDdl(table: string): string {
   return `
@@ -82,11 +82,15 @@ export class RejectWriter {
  * The duplicate rows: every staged row whose email a later staged row has too, with that email's
  * last row (the one dedupe keeps). Only emails in `repeats` are looked at, which the read phase
  * filled with every email it may have seen before (a superset: see worker/import/repeats.ts), so
- * this is one scan of the staged rows against a small hash. Returns how many it wrote.
+ * this is one scan of the staged rows against a small hash (0.3-0.4 s per 1M rows). The dedupe phase
+ * runs it only when it dropped rows: a file without repeated emails, whose filter still flags about
+ * 1% of its emails, costs no scan. Replaces the rows an earlier run recorded; returns how many.
  */
 export async function recordDuplicates(sql: Sql, t: { rows: string; repeats: string; rejects: string }) {
-  const written = await sql.unsafe(
-    `insert into ${t.rejects} (row_no, reason, info)
+  return sql.begin(async (tx) => {
+    await tx.unsafe(`delete from ${t.rejects} where reason = 'duplicate_in_file'`);
+    const written = await tx.unsafe(
+      `insert into ${t.rejects} (row_no, reason, info)
      select row_no, 'duplicate_in_file', last_row
      from (
        select r.row_no, max(r.row_no) over (partition by r.email_md5) as last_row
@@ -94,8 +98,7 @@ export async function recordDuplicates(sql: Sql, t: { rows: string; repeats: str
        where r.email_md5 in (select email_md5 from ${t.repeats})
      ) per_email
      where row_no < last_row`,
-    [],
-    { prepare: false },
-  );
-  return written.count;
+    );
+    return written.count;
+  });
 }
