@@ -48,6 +48,11 @@ export class FairShare {
     };
   }
 
+  /** Pipeline.sharing: more than one import runs in this process. */
+  sharing(): boolean {
+    return this.running.size > 1;
+  }
+
   /** Pipeline.giveWay for a run of `importId`. */
   giveWay(importId: string): boolean {
     if (this.waitedMs < PATIENCE_MS || this.running.size < this.places) return false;

@@ -84,6 +84,7 @@ const handlers: Record<string, Record<string, Handler>> = {
             config,
             log: (msg, fields) => log('info', msg, { importId, ...fields }),
             giveWay: () => fairShare.giveWay(importId),
+            sharing: () => fairShare.sharing(),
           },
           accountId,
           importId,

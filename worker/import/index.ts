@@ -29,6 +29,8 @@ export interface ImportDeps {
   log?: (msg: string, fields?: object) => void;
   /** Pipeline.giveWay: asked between phases and merge batches; absent, the run goes to its end. */
   giveWay?: () => boolean;
+  /** Pipeline.sharing: whether other imports run in this process. */
+  sharing?: () => boolean;
 }
 
 /**
@@ -132,6 +134,7 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
         reportRetentionDays,
         log,
         giveWay: deps.giveWay,
+        sharing: deps.sharing,
       };
       let end: Step;
       try {

@@ -114,6 +114,12 @@ export interface Pipeline {
    * the read, and between merge batches. Absent: never (the admin CLI's in-process run).
    */
   giveWay?: () => boolean;
+  /**
+   * Whether other imports run in this process now (worker/fair-share.ts): the read phase then lets
+   * the event loop serve them after every chunk, instead of after several (their every statement
+   * waits for the loop). Absent: never.
+   */
+  sharing?: () => boolean;
 }
 
 /**
