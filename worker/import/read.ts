@@ -104,9 +104,9 @@ export async function readPhase(p: Pipeline): Promise<Step> {
             `or the row is longer than ${maxRowChars} characters.`,
         );
       }
-      if (!sink.ready) {
+      if (!sink.ready || rejects?.queue.ready === false || repeats?.queue.ready === false) {
         text.pause();
-        sink.whenReady().then(
+        Promise.all([sink.whenReady(), rejects?.queue.whenReady(), repeats?.queue.whenReady()]).then(
           () => text.resume(),
           (e) => text.destroy(e),
         );

@@ -40,7 +40,8 @@ export class RejectWriter {
   private reasons: Reason[] = [];
   private columns: (number | null)[] = [];
   private infos: (number | null)[] = [];
-  private readonly queue: InsertQueue;
+  /** its inserts, running behind the read (the reader pauses while it is not `ready`) */
+  readonly queue: InsertQueue;
   count = 0;
 
   constructor(

@@ -21,7 +21,8 @@ export class RepeatFilter {
   private readonly bits: Uint32Array;
   private readonly mask: number;
   private pending: string[] = [];
-  private readonly queue: InsertQueue;
+  /** its inserts, running behind the read (the reader pauses while it is not `ready`) */
+  readonly queue: InsertQueue;
   /** md5s written to the repeats table so far */
   count = 0;
 
