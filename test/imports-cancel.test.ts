@@ -2,45 +2,29 @@
 // status, one open import per account; DESIGN: order of checks). Runs against the real database,
 // the local store's upload link and the worker's runImport, as uploads.test.ts does.
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 // @ts-expect-error s3rver ships no type declarations
 import S3rver from 's3rver';
 import { loadConfig } from '../src/config';
 import { createImportQueue, type BullImportQueue } from '../src/imports/bullmq-queue';
 import { CANCELLED_REASON, expireUnused, NO_FILE_REASON, startRead } from '../src/imports/lifecycle';
-import type { ImportQueue } from '../src/imports/queue';
 import { createStore, importObjectKey, LocalStore, type ObjectStore } from '../src/storage';
-import { uploadHandler } from '../src/uploads';
 import { runImport, UnrecoverableImportError } from '../worker/import';
 import { sweep } from '../worker/sweep';
 import { expectProblem, testApp, type Call, type TestApp } from './helpers/app';
+import { uploadBed } from './helpers/upload-bed';
 import { createAccount, createKey } from './helpers/fixtures';
 
 const CSV = 'Email\na@example.com\nb@example.com\n';
+const bed = uploadBed('imports-cancel');
 let t: TestApp;
 let dir: string;
 let store: LocalStore;
 let put: (req: Request) => Promise<Response>;
-const enqueued: string[] = [];
-const queue: ImportQueue = {
-  enqueueImport: async (_a, id) => void enqueued.push(id),
-  ensureImport: async () => 'live',
-  ping: async () => 'PONG',
-  close: async () => {},
-};
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'imports-cancel-'));
-  const env = { DATA_DIR: dir, STORAGE_DIR: join(dir, 'objects'), PUBLIC_URL: 'http://api.test' };
-  store = (await createStore(loadConfig(env))) as LocalStore;
-  t = await testApp({ storage: store, queue }, env);
-  put = uploadHandler(t.deps);
-});
-afterAll(async () => {
-  await t.close();
-  await rm(dir, { recursive: true, force: true });
+let enqueued: string[];
+beforeAll(() => {
+  ({ t, dir, store, put, enqueued } = bed);
 });
 // Each test starts with no open import, so the one-open rule only bites where a test means it to.
 beforeEach(async () => {

@@ -108,8 +108,9 @@ test('beyond its places, a worker takes turns: the running import gives way at a
   try {
     const a = await stageFaultImport(suite.bed, suite.csv);
     const b = await stageOneRow();
-    // One place, and small batches: A merges for longer than its slice, so B can only run if A gives way.
-    const worker = await startWorker('fair-one-place', { WORKER_CONCURRENCY: '1', IMPORT_BATCH_SIZE: '10' });
+    // One place, and tiny batches: A merges for well over its 5 s slice (about 12,500 batches, 10-15 s
+    // here), so B can only run before A ends if A gives way.
+    const worker = await startWorker('fair-one-place', { WORKER_CONCURRENCY: '1', IMPORT_BATCH_SIZE: '4' });
     await enqueue(suite.bed, a.accountId, a.importId);
     await midPhase(suite.bed.sql, a.importId, 'merge');
     await enqueue(suite.bed, b.accountId, b.importId);

@@ -2,23 +2,22 @@
 // gzip or recognised by its magic bytes 1f 8b) is stored as sent, counts against the upload limit
 // compressed, and is gunzipped by the worker while it reads (worker/import/decompress.ts). Through
 // the real flow: POST /v1/contact-imports, PUT to uploadUrl, the job run with runImport.
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { beforeAll, describe, expect, test } from 'bun:test';
 import { createHash } from 'node:crypto';
-import { mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 // @ts-expect-error s3rver ships no type declarations
 import S3rver from 's3rver';
 import { loadConfig } from '../src/config';
-import type { ImportQueue } from '../src/imports/queue';
 import { createStore, importObjectKey, LocalStore, S3Store } from '../src/storage';
 import { uploadHandler } from '../src/uploads';
 import { runImport, UnrecoverableImportError } from '../worker/import';
 import { decompressed } from '../worker/import/decompress';
 import { ImportFileError } from '../worker/import/state';
-import { testApp, type TestApp } from './helpers/app';
+import type { TestApp } from './helpers/app';
+import { uploadBed } from './helpers/upload-bed';
 import { testConfig } from './helpers/file-store';
 import { createAccount, createAttribute, createKey } from './helpers/fixtures';
 
@@ -26,27 +25,13 @@ const ROOT = join(import.meta.dir, '..');
 const COLUMNS = ['Email', 'firstName', 'age', 'vip', 'tags'];
 const md5 = (b: string | Uint8Array) => createHash('md5').update(b).digest('hex');
 
+const bed = uploadBed('imports-gzip');
 let t: TestApp;
 let dir: string;
 let store: LocalStore;
 let put: (req: Request) => Promise<Response>;
-const queue: ImportQueue = {
-  enqueueImport: async () => {},
-  ensureImport: async () => 'live',
-  ping: async () => 'PONG',
-  close: async () => {},
-};
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'imports-gzip-'));
-  const env = { DATA_DIR: dir, STORAGE_DIR: join(dir, 'objects'), PUBLIC_URL: 'http://api.test' };
-  store = (await createStore(loadConfig(env))) as LocalStore;
-  t = await testApp({ storage: store, queue }, env);
-  put = uploadHandler(t.deps);
-});
-afterAll(async () => {
-  await t?.close();
-  await rm(dir, { recursive: true, force: true });
+beforeAll(() => {
+  ({ t, dir, store, put } = bed);
 });
 
 /**

@@ -3,48 +3,30 @@
 // fault, a detail and the row's cells as the file had them. Through the real flow: POST
 // /v1/contact-imports, PUT to uploadUrl, the job run with runImport (batches of 3 rows, so the
 // skipped rows come from several merge batches), GET of the import and of its report.
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { beforeAll, describe, expect, test } from 'bun:test';
 import { createHash } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import Papa from 'papaparse';
 import { loadConfig, type Config } from '../src/config';
-import type { ImportQueue } from '../src/imports/queue';
 import { REASONS, type Reason } from '../src/imports/rejections';
-import { createStore, LocalStore, rejectedRowsObjectKey } from '../src/storage';
-import { uploadHandler } from '../src/uploads';
+import { LocalStore, rejectedRowsObjectKey } from '../src/storage';
 import { runImport, UnrecoverableImportError } from '../worker/import';
 import { sweep } from '../worker/sweep';
-import { expectProblem, testApp, type TestApp } from './helpers/app';
+import { expectProblem, type TestApp } from './helpers/app';
+import { uploadBed } from './helpers/upload-bed';
 import { createAccount, createAttribute, createBrand, createKey } from './helpers/fixtures';
 
 const HEADER = 'Email,Brand,firstName,age,vip,alt,tags';
 const COLUMNS = HEADER.split(',');
 const md5 = (s: string) => createHash('md5').update(s.toLowerCase()).digest('hex');
 
+const bed = uploadBed('imports-rejected');
 let t: TestApp;
 let dir: string;
 let store: LocalStore;
 let put: (req: Request) => Promise<Response>;
-const queue: ImportQueue = {
-  enqueueImport: async () => {},
-  ensureImport: async () => 'live',
-  ping: async () => 'PONG',
-  close: async () => {},
-};
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'imports-rejected-'));
-  const env = { DATA_DIR: dir, STORAGE_DIR: join(dir, 'objects'), PUBLIC_URL: 'http://api.test' };
-  store = (await createStore(loadConfig(env))) as LocalStore;
-  t = await testApp({ storage: store, queue }, env);
-  put = uploadHandler(t.deps);
-});
-afterAll(async () => {
-  await t?.close();
-  await rm(dir, { recursive: true, force: true });
+beforeAll(() => {
+  ({ t, dir, store, put } = bed);
 });
 
 interface Account {
@@ -371,12 +353,12 @@ describe('no report', () => {
       select round(extract(epoch from rejected_rows_expires_at - completed_at) / 86400)::int as days
       from contact_imports where id = ${id}`;
     expect(kept!.days).toBe(30);
-    const notYet = await sweep({ sql: t.db.sql, storage: store, queue });
+    const notYet = await sweep({ sql: t.db.sql, storage: store, queue: bed.queue });
     expect(notYet.reportsRemoved).not.toContain(id);
     await t.db.sql`update contact_imports set rejected_rows_expires_at = now() - interval '1 second' where id = ${id}`;
     // Past its time the report is gone for the API at once, before any sweep.
     expect((await getImport(a, id)).rejectedRowsUrl).toBeUndefined();
-    const result = await sweep({ sql: t.db.sql, storage: store, queue });
+    const result = await sweep({ sql: t.db.sql, storage: store, queue: bed.queue });
     expect(result.reportsRemoved).toContain(id);
     expect(await store.head(rejectedRowsObjectKey(a.id, id))).toBeUndefined();
     const res = await t.call('GET', `/v1/contact-imports/${id}/rejected-rows`, { key: a.key });

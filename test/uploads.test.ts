@@ -1,42 +1,26 @@
 // The local store's upload link, PUT /uploads/<token> (spec: Uploading the file; DESIGN: object store,
 // local driver). It must behave like an S3 presigned PUT and hand the import to the queue at once.
-import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test';
+import { beforeAll, beforeEach, describe, expect, test } from 'bun:test';
 import { createHash } from 'node:crypto';
-import { mkdtemp, readdir, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { loadConfig } from '../src/config';
-import type { ImportQueue } from '../src/imports/queue';
-import { createStore, importObjectKey, LocalStore } from '../src/storage';
+import { importObjectKey, LocalStore } from '../src/storage';
 import { loadUploadSecret, UploadTokens } from '../src/storage/upload-token';
 import { uploadHandler } from '../src/uploads';
 import { runImport } from '../worker/import';
-import { testApp, type TestApp } from './helpers/app';
+import type { TestApp } from './helpers/app';
+import { uploadBed } from './helpers/upload-bed';
 
 const CSV = 'Email\na@example.com\nb@example.com\n';
 const md5 = (s: string | Uint8Array) => createHash('md5').update(s).digest('hex');
+const bed = uploadBed('uploads');
 let t: TestApp;
 let dir: string;
 let store: LocalStore;
 let put: (req: Request) => Promise<Response>;
-const enqueued: string[] = [];
-const queue: ImportQueue = {
-  enqueueImport: async (_a, id) => void enqueued.push(id),
-  ensureImport: async () => 'live',
-  ping: async () => 'PONG',
-  close: async () => {},
-};
-
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), 'uploads-'));
-  const env = { DATA_DIR: dir, STORAGE_DIR: join(dir, 'objects'), PUBLIC_URL: 'http://api.test' };
-  store = (await createStore(loadConfig(env))) as LocalStore;
-  t = await testApp({ storage: store, queue }, env);
-  put = uploadHandler(t.deps);
-});
-afterAll(async () => {
-  await t.close();
-  await rm(dir, { recursive: true, force: true });
+let enqueued: string[];
+beforeAll(() => {
+  ({ t, dir, store, put, enqueued } = bed);
 });
 beforeEach(async () => {
   await t.db.sql`delete from contact_imports`;
