@@ -15,7 +15,7 @@ import { COLUMNS, rowAt } from './dataset';
 import type { FileMeta } from './generate';
 import { runImportFlow, type ImportOptions, type ImportRun, type ImportView } from './import-flow';
 import type { Target } from './summary';
-import { checkContactCount, checkCounts, checkSample } from './verify';
+import { checkContactCount, checkImport } from './verify';
 
 export const SMALL_ACCOUNTS = 20;
 export const SMALL_ROWS = 10;
@@ -65,9 +65,7 @@ export async function runFair(
   const seconds = await Promise.all(smallAccounts.map((acc) => smallImport(ctx, acc, csv)));
   const aStillRunning = !aDone;
   const a = await aRun;
-  checkCounts(a.view, fileA, 'fair A', 'added');
-  await checkContactCount(ctx.sql, big.id, fileA.normal, 'fair A');
-  await checkSample(ctx, big, fileA, [0], opts.samples, 'fair A');
+  await checkImport(ctx, big, fileA, a.view, { label: 'fair A', mode: 'added', variants: [0], samples: opts.samples });
   for (const acc of smallAccounts) await checkContactCount(ctx.sql, acc.id, SMALL_ROWS, 'fair small');
   await dropAccountContacts(ctx.sql, big.id);
   const after = await aloneRun(ctx, `${runId} fair alone 2`, fileA, opts);
@@ -90,9 +88,7 @@ export async function runFair(
 async function aloneRun(ctx: Ctx, label: string, fileA: FileMeta, opts: ImportOptions & { samples: number }) {
   const account = await createBenchAccount(ctx.sql, label);
   const run = await runImportFlow(ctx, account, fileA, label, opts);
-  checkCounts(run.view, fileA, label, 'added');
-  await checkContactCount(ctx.sql, account.id, fileA.normal, label);
-  await checkSample(ctx, account, fileA, [0], opts.samples, label);
+  await checkImport(ctx, account, fileA, run.view, { label, mode: 'added', variants: [0], samples: opts.samples });
   await dropAccountContacts(ctx.sql, account.id);
   return run;
 }

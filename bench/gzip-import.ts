@@ -14,7 +14,7 @@ import { createBenchAccount } from './account';
 import type { FileMeta } from './generate';
 import { runImportFlow, type ImportOptions, type ImportRun } from './import-flow';
 import { Progress } from './report';
-import { checkContactCount, checkCounts, checkSample } from './verify';
+import { checkImport } from './verify';
 
 const LEVEL = 6;
 
@@ -104,9 +104,8 @@ export async function runGzipImport(
   // The compressed file is what is uploaded: its path and size; the rows and counts are file A's.
   const upload: FileMeta = { ...plain, path: gz.path, bytes: gz.bytes };
   const run = await runImportFlow(ctx, account, upload, 'import A gzip', opts);
-  checkCounts(run.view, plain, 'import A gzip', 'added');
-  await checkContactCount(ctx.sql, account.id, plain.normal, 'import A gzip');
-  await checkSample(ctx, account, plain, [0], opts.samples, 'import A gzip');
+  const check = { label: 'import A gzip', mode: 'added' as const, variants: [0], samples: opts.samples };
+  await checkImport(ctx, account, plain, run.view, check);
   log(`[bench] import A gzip verified: ${JSON.stringify(run.view)}`);
   return { ...run, file: gz, accountId: account.id };
 }

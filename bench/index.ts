@@ -29,7 +29,7 @@ import {
 } from './report';
 import { cleanFile, cleanPath, runReportCost, type ReportCostFile } from './report-cost';
 import { childFailures, startInfra, startService, type Infra } from './services';
-import { checkContactCount, checkCounts, checkSample } from './verify';
+import { checkImport } from './verify';
 import { evaluateTargets, phaseTable, reportCostTargets, startBaseline, type Target } from './summary';
 
 /**
@@ -148,9 +148,12 @@ async function main(): Promise<number> {
         ...importOpts,
         strategy: 'overwrite',
       }));
-      checkCounts(run.view, fileA, 'import A', 'added');
-      await checkContactCount(infra.sql, account.id, fileA.normal, 'import A');
-      await checkSample(ctx, account, fileA, [0], opts.samples, 'import A');
+      await checkImport(ctx, account, fileA, run.view, {
+        label: 'import A',
+        mode: 'added',
+        variants: [0],
+        samples: opts.samples,
+      });
       log(`[bench] import A verified: ${JSON.stringify(run.view)}`);
     }
     if (has('b') && fileB) {
@@ -158,9 +161,12 @@ async function main(): Promise<number> {
         ...importOpts,
         strategy: 'overwrite',
       }));
-      checkCounts(run.view, fileB, 'import B', 'updated');
-      await checkContactCount(infra.sql, account.id, fileB.normal, 'import B');
-      await checkSample(ctx, account, fileB, [0, 1], opts.samples, 'import B');
+      await checkImport(ctx, account, fileB, run.view, {
+        label: 'import B',
+        mode: 'updated',
+        variants: [0, 1],
+        samples: opts.samples,
+      });
       log(`[bench] import B verified: ${JSON.stringify(run.view)}`);
     }
     let gzipRun: GzipRun | undefined;

@@ -18,7 +18,7 @@ import type { FileMeta } from './generate';
 import { runImportFlow, type ImportOptions, type ImportRun } from './import-flow';
 import { Progress } from './report';
 import type { Service } from './services';
-import { checkContactCount, checkCounts, checkSample, VerificationError } from './verify';
+import { checkImport, VerificationError } from './verify';
 
 /** The issue's target: the report costs at most this share of the import's time. */
 export const REPORT_COST_TARGET_PERCENT = 3;
@@ -255,9 +255,7 @@ async function verifyRun(
   samples: number,
 ): Promise<number> {
   const v = run.view;
-  checkCounts(v, file, label, 'added');
-  await checkContactCount(ctx.sql, account.id, file.normal, label);
-  if (samples) await checkSample(ctx, account, file, [0], samples, label);
+  await checkImport(ctx, account, file, v, { label, mode: 'added', variants: [0], samples });
   const rejected = v.malformedCount + (v.duplicateInFileCount ?? 0) + (v.skippedCount ?? 0);
   const reportPath = `/v1/contact-imports/${v.id}/rejected-rows`;
   const auth = { authorization: `Bearer ${account.key}` };

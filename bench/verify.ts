@@ -127,3 +127,20 @@ export async function checkSample(
   }
   return samples.length;
 }
+
+/**
+ * An import of `file` into `account`, checked after its timing: its counts, the account's contact
+ * total, and `samples` contacts read back through the API (none when 0). `variants` are the files
+ * imported into the account so far, oldest first ([0] for file A alone, [0, 1] after B).
+ */
+export async function checkImport(
+  ctx: { baseUrl: string; sql: Sql },
+  account: BenchAccount,
+  file: FileMeta,
+  view: ImportView,
+  check: { label: string; mode: 'added' | 'updated'; variants: number[]; samples: number },
+): Promise<void> {
+  checkCounts(view, file, check.label, check.mode);
+  await checkContactCount(ctx.sql, account.id, file.normal, check.label);
+  if (check.samples) await checkSample(ctx, account, file, check.variants, check.samples, check.label);
+}
