@@ -57,7 +57,14 @@ export function utf8Text(source: AsyncIterable<Uint8Array>): Readable {
  */
 export function parseCsv(
   text: Readable,
-  onRows: (rows: string[][], flagged: ReadonlySet<number> | undefined, unparsed: number, linebreak: string) => void,
+  onRows: (
+    rows: string[][],
+    flagged: ReadonlySet<number> | undefined,
+    unparsed: number,
+    linebreak: string,
+    /** characters of the text parsed into rows so far */
+    parsed: number,
+  ) => void,
 ): Promise<void> {
   return new Promise<void>((resolve, reject) => {
     let failed = false;
@@ -84,7 +91,7 @@ export function parseCsv(
         let flagged: Set<number> | undefined;
         for (const e of results.errors) if (e.row !== undefined) (flagged ??= new Set()).add(e.row);
         // meta.cursor is absolute: the end of the last complete row papaparse handed out.
-        onRows(results.data, flagged, fed - results.meta.cursor, results.meta.linebreak);
+        onRows(results.data, flagged, fed - results.meta.cursor, results.meta.linebreak, results.meta.cursor);
       },
       complete() {
         if (!failed) resolve();

@@ -35,6 +35,8 @@ const isGzip = (b: Uint8Array) => b.length >= 2 && b[0] === 0x1f && b[1] === 0x8
 export async function* decompressed(
   source: AsyncIterable<Uint8Array>,
   maxBytes = MAX_DECOMPRESSED_BYTES,
+  /** told, before the first bytes come out, whether the object is gzip */
+  format?: (gzip: boolean) => void,
 ): AsyncGenerator<Uint8Array> {
   const it = source[Symbol.asyncIterator]();
   // Peek: collect chunks until there are two bytes to look at (a first chunk of one byte is legal).
@@ -57,6 +59,7 @@ export async function* decompressed(
   }
   const first = head.length === 1 ? head[0]! : Buffer.concat(head);
   try {
+    format?.(isGzip(first));
     if (isGzip(first)) yield* gunzipped(first, ended ? undefined : it, maxBytes);
     else {
       // Passed through untouched, chunk by chunk.

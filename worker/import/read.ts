@@ -7,8 +7,9 @@ import { headerMismatch, loadBrands, loadColumns } from './columns';
 import { CopySink } from './copy-sink';
 import { parseCsv, utf8Text } from './csv';
 import { decompressed } from './decompress';
+import { HeapGuard } from './heap-guard';
 import { forgetRead, RejectWriter, rejectsTableDdl } from './rejects';
-import { RepeatFilter, repeatsTableDdl } from './repeats';
+import { expectedRows, RepeatFilter, repeatsTableDdl } from './repeats';
 import { dropStaging, rowsTableDdl, stagingTables } from './staging';
 import { ImportFileError, type Pipeline, type Step } from './state';
 
@@ -19,6 +20,12 @@ import { ImportFileError, type Pipeline, type Step } from './state';
  */
 const MAX_CHARS_PER_COLUMN = 1024;
 const MAX_ROW_CHARS = 1 << 20;
+/**
+ * A repeats filter this big or bigger holds off the GC's full collections (heap-guard.ts); the read
+ * then collects at every HEAP_GROWTH of heap. Below it (files up to ~3M rows) the GC does well alone.
+ */
+const GUARDED_FILTER_BYTES = 8 << 20;
+const HEAP_GROWTH = 24 << 20;
 
 /**
  * Phase 1, read: stream the pinned object (gunzipped when it is gzip) through papaparse, validate
@@ -57,10 +64,13 @@ export async function readPhase(p: Pipeline): Promise<Step> {
   await forgetRead(sql, t.rejects);
   if (report) await conn.unsafe(repeatsTableDdl(t.repeats));
   const rejects = report ? new RejectWriter(sql, t.rejects) : undefined;
-  const repeats = report ? new RepeatFilter(sql, t.repeats, Number(job.objectSize ?? 0) / 40) : undefined;
+  // Made at the first chunk, sized from its rows (expectedRows).
+  let repeats: RepeatFilter | undefined;
+  let heap: HeapGuard | undefined;
+  let gzip = false;
 
   const source = await openObject(store, job.objectKey!, etag);
-  const text = utf8Text(decompressed(source));
+  const text = utf8Text(decompressed(source, undefined, (g) => (gzip = g)));
   const sink = new CopySink(conn, t.rows, p.batchSize);
   let headerSeen = false;
   let rowNo = 0;
@@ -69,7 +79,12 @@ export async function readPhase(p: Pipeline): Promise<Step> {
   let fileRows = 0; // every row papaparse gave, blank lines and the header too (see report.ts)
   let linebreak = '\n';
   try {
-    await parseCsv(text, (rows, flagged, unparsed, newline) => {
+    await parseCsv(text, (rows, flagged, unparsed, newline, parsed) => {
+      if (report && !repeats) {
+        const size = Number(job.objectSize ?? 0);
+        repeats = new RepeatFilter(sql, t.repeats, expectedRows(size, gzip, rows.length, parsed));
+        if (repeats.bytes >= GUARDED_FILTER_BYTES) heap = new HeapGuard(HEAP_GROWTH);
+      }
       fileRows += rows.length;
       linebreak = newline;
       for (let i = 0; i < rows.length; i++) {
@@ -97,6 +112,7 @@ export async function readPhase(p: Pipeline): Promise<Step> {
       }
       importRowsRead.inc(rowNo - counted);
       counted = rowNo;
+      heap?.check();
       if (unparsed > maxRowChars) {
         const where = headerSeen ? `Data row ${rowNo + 1}` : 'The header row';
         throw new ImportFileError(

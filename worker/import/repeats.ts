@@ -15,7 +15,7 @@ const MAX_BITS = 1 << 28;
  * of the others; recordDuplicates (worker/import/rejects.ts) then finds the duplicate rows with
  * one scan of the staged rows against that small set, instead of a second sort of all of them.
  *
- * Memory is the filter alone, sized from the file (about 10 bits per expected row) up to 32 MB.
+ * Memory is the filter alone, about 10 bits per expected row (expectedRows), up to 32 MB.
  */
 export class RepeatFilter {
   private readonly bits: Uint32Array;
@@ -25,6 +25,8 @@ export class RepeatFilter {
   readonly queue: InsertQueue;
   /** md5s written to the repeats table so far */
   count = 0;
+  /** the bit array's size */
+  readonly bytes: number;
 
   constructor(
     sql: Sql,
@@ -34,6 +36,7 @@ export class RepeatFilter {
     let size = MIN_BITS;
     while (size < MAX_BITS && size < expectedRows * 10) size *= 2;
     this.bits = new Uint32Array(size / 32);
+    this.bytes = size / 8;
     this.mask = size - 1;
     this.queue = new InsertQueue(sql);
   }
@@ -71,6 +74,20 @@ export class RepeatFilter {
     this.queue.push(`insert into ${this.table} (email_md5) select unnest($1::uuid[])`, [this.pending]);
     this.pending = [];
   }
+}
+
+/**
+ * How many rows a file holds, from the rows and characters parsed so far (the first chunk: a
+ * file's rows are alike in size) and the object's size. Overestimated on purpose, never under
+ * (fewer bits per row than planned raise the false repeats steeply): characters count as bytes
+ * (a multi-byte character makes it higher), a gzip object is taken to hold 10 times its size
+ * (CSV compresses 4-8 times), and a quarter more on top. Object size / 40, the estimate before
+ * this, was 4.7 times too high for a typical contacts file (190 bytes a row): its filter reached
+ * the 32 MB cap from 3M rows on, and the worker's heap with it (heap-guard.ts).
+ */
+export function expectedRows(objectSize: number, gzip: boolean, rows: number, chars: number): number {
+  const fileChars = objectSize * (gzip ? 10 : 1);
+  return (1.25 * fileChars * rows) / Math.max(chars, 1);
 }
 
 const HEX_DIGIT = new Uint8Array(128);
