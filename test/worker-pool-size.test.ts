@@ -4,14 +4,14 @@ import { workerPoolSize } from '../worker/pool-size';
 
 const config = (env: Record<string, string>) => loadConfig({ DATA_DIR: '/tmp', ...env });
 
-test("the worker pool holds each run's reserved connection, its dedupe parts or merge batches, and the sweeper", () => {
-  // The defaults: 4 places (WORKER_CONCURRENCY) × (1 + 2) + 1 = 13, over DATABASE_POOL_SIZE 10.
-  expect(workerPoolSize(config({}))).toBe(13);
-  expect(workerPoolSize(config({ WORKER_CONCURRENCY: '1' }))).toBe(10); // 1 + 2 + 1 fits the default
-  expect(workerPoolSize(config({ DATABASE_POOL_SIZE: '1', WORKER_CONCURRENCY: '1' }))).toBe(4);
+test("the worker pool holds each run's reserved connection, its dedupe parts and duplicate scan or merge batches, and the sweeper", () => {
+  // The defaults: 4 places (WORKER_CONCURRENCY) × (1 + 2 + 1) + 1 = 17, over DATABASE_POOL_SIZE 10.
+  expect(workerPoolSize(config({}))).toBe(17);
+  expect(workerPoolSize(config({ WORKER_CONCURRENCY: '1' }))).toBe(10); // 1 + 3 + 1 fits the default
+  expect(workerPoolSize(config({ DATABASE_POOL_SIZE: '1', WORKER_CONCURRENCY: '1' }))).toBe(5);
   expect(
     workerPoolSize(config({ DATABASE_POOL_SIZE: '1', WORKER_CONCURRENCY: '1', IMPORT_MERGE_CONCURRENCY: '4' })),
   ).toBe(6);
-  expect(workerPoolSize(config({ DATABASE_POOL_SIZE: '10', WORKER_CONCURRENCY: '4' }))).toBe(13);
+  expect(workerPoolSize(config({ DATABASE_POOL_SIZE: '10', WORKER_CONCURRENCY: '4' }))).toBe(17);
   expect(workerPoolSize(config({ DATABASE_POOL_SIZE: '50', WORKER_CONCURRENCY: '4' }))).toBe(50);
 });
