@@ -175,10 +175,12 @@ describe('the report of an import with every reason', () => {
     // Every reason of the spec's list is in this one file but existing_contact (strategy skip, below).
     const reasons = new Set(lines.map((l) => l[1]));
     for (const r of Object.keys(REASONS)) if (r !== 'existing_contact') expect(reasons).toContain(r);
-    // The fast walk read it: one line per row.
+    // The fast walk read it: one line per row. Written at the finish: the merge rejected rows of its
+    // own (seed, disabled, unchanged), which the draft written during the merge could not hold.
     expect(logs.find((l) => l.msg === 'import rejected-rows report written')?.fields).toMatchObject({
       lines: want.length,
       read: 'lines',
+      drafted: false,
     });
   });
 
@@ -231,6 +233,24 @@ describe('the file read again through the parser, and other files', () => {
     expect(lines.slice(0, -1).map((l) => l.slice(4))).toEqual(want.slice(0, -1).map((w) => w.cells));
     expect(lines.at(-1)!.slice(4)).toEqual(['quote@example.com"x,,Q,1,no,,\r\n']);
     expect(logs.find((l) => l.msg === 'import rejected-rows report written')?.fields.read).toBe('parsed');
+  });
+
+  test('rows rejected only before the merge: the report written during the merge is the one stored', async () => {
+    const a = await account();
+    // The read's and dedupe's reasons only: overwrite, no seed, no disabled or unchanged contact.
+    const rows = ROWS.filter(([, reason]) => !['seed_address', 'disabled_contact', 'unchanged'].includes(reason!));
+    const { id, logs } = await importFile(a, file(rows.map((r) => r[0])), { strategy: 'overwrite' });
+    const { lines } = await report(a, id);
+    const want = expected(rows);
+    expect(lines.map((l) => [l[0], l[1], l[2]])).toEqual(want.map((w) => [w.row, w.reason, w.column]));
+    expect(lines.map((l) => l.slice(4))).toEqual(want.map((w) => w.cells));
+    const body = await getImport(a, id);
+    expect(countsOf(lines)).toEqual({ malformed: 12, duplicateInFile: 2, skipped: 0 });
+    expect(body).toMatchObject({ status: 'success', malformedCount: 12, duplicateInFileCount: 2, skippedCount: 0 });
+    expect(logs.find((l) => l.msg === 'import rejected-rows report written')?.fields).toMatchObject({
+      lines: want.length,
+      drafted: true,
+    });
   });
 
   test('CRLF, a BOM and blank lines: the fast walk numbers rows as the read did', async () => {

@@ -9,6 +9,7 @@ import { dedupePhase, ensureStaged } from './dedupe';
 import { cleanup, finishPhase } from './finish';
 import { mergePhase } from './merge';
 import { readPhase } from './read';
+import { ReportDraft } from './report';
 import {
   ImportBusyError,
   ImportFileError,
@@ -138,7 +139,7 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
       };
       let end: Step;
       try {
-        end = await runPhases(p);
+        end = await runPhases(p).finally(() => p.reportDraft?.discard());
       } catch (e) {
         if (!(e instanceof ImportFileError)) throw e;
         await markImportFailed(sql, accountId, importId, e.message);
@@ -176,6 +177,12 @@ async function runPhases(p: Pipeline): Promise<Step> {
     if (ran && (step.phase === 'dedupe' || step.phase === 'merge') && p.giveWay?.()) {
       p.log('import gives way', { importId: p.job.id, before: step.phase });
       return { phase: 'yielded' };
+    }
+    if (step.phase === 'merge') p.reportDraft ??= new ReportDraft(p);
+    else if (step.phase === 'read' && p.reportDraft) {
+      // Back to the read (its staging was lost): what was rejected is recorded anew.
+      await p.reportDraft.discard();
+      p.reportDraft = undefined;
     }
     const timer = importPhaseDuration.startTimer({ phase: step.phase });
     const next = await runPhase(p, step);

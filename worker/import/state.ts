@@ -1,4 +1,5 @@
 import { UnrecoverableError } from 'bullmq';
+import type { ReportDraft } from './report';
 import type postgres from 'postgres';
 import type { Sql } from '../../src/db';
 import type { ObjectStore } from '../../src/storage/store';
@@ -120,6 +121,8 @@ export interface Pipeline {
    * waits for the loop). Absent: never.
    */
   sharing?: () => boolean;
+  /** The rejected-rows report written ahead during the merge (report.ts), for the finish to take. */
+  reportDraft?: ReportDraft;
 }
 
 /**
