@@ -1,20 +1,22 @@
 /**
  * `bun run bench [-- --rows N] [--duration S] [--connections C] [--strict]
- *   [--steps l1,a,b,http,profile,gzip,report,fair]`
+ *   [--steps l1,dba,a,b,http,profile,gzip,report,fair]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
- * L1, import A, import B and the HTTP load (and, when asked for, profile, gzip and report), verifies
- * each after timing, prints the tables and writes bench/results/<timestamp>.json. Exit 1 when a run
- * or a verification fails (and with --strict when a target is missed).
+ * L1, the dba step, import A, import B and the HTTP load (and, when asked for, profile, gzip, report
+ * and fair), verifies each after timing, prints the tables and writes bench/results/<timestamp>.json.
+ * Exit 1 when a run or a verification fails (and with --strict when a target is missed).
  */
 import { join } from 'node:path';
 import { mkdir } from 'node:fs/promises';
 import { abandonOpenBenchImports, createBenchAccount } from './account';
+import { runDba, type DbaRun } from './dba';
 import { checkDiskSpace } from './disk';
 import { fairLine, fairTargets, runFair, type FairRun } from './fair';
 import { generateCsv } from './generate';
 import { gzipFile, runGzipImport, type GzipRun } from './gzip-import';
 import { runHttp, type HttpOptions } from './http';
 import { runImportFlow, type ImportRun } from './import-flow';
+import { runMixed, type MixedRun } from './mixed';
 import { runL1, type L1Result } from './l1';
 import { profileRead, readProfileLine } from './profile-read';
 import {
@@ -22,6 +24,7 @@ import {
   gzipLine,
   httpTable,
   loadTable,
+  mixedTable,
   reportCostTable,
   writeResults,
   type HttpRow,
@@ -30,7 +33,7 @@ import {
 import { cleanFile, cleanPath, runReportCost, type ReportCostFile } from './report-cost';
 import { childFailures, startInfra, startService, type Infra } from './services';
 import { checkImport } from './verify';
-import { evaluateTargets, phaseTable, reportCostTargets, startBaseline, type Target } from './summary';
+import { evaluateTargets, mixedTargets, phaseTable, reportCostTargets, startBaseline, type Target } from './summary';
 
 /**
  * Only when asked for: `profile` (the read phase's components, one pass each over file A), `gzip`
@@ -41,8 +44,11 @@ import { evaluateTargets, phaseTable, reportCostTargets, startBaseline, type Tar
  * and `fair` (file A into a fresh account alone, then while 20 other accounts each import 10 rows
  * 10 s into it, then alone again: as long as three imports of A, and disk for three more sets).
  */
-const STEPS = ['l1', 'a', 'b', 'http', 'profile', 'gzip', 'report', 'fair'] as const;
-const DEFAULT_STEPS: Step[] = ['l1', 'a', 'b', 'http'];
+const STEPS = ['l1', 'dba', 'a', 'b', 'http', 'mixed', 'profile', 'gzip', 'report', 'fair'] as const;
+const DEFAULT_STEPS: Step[] = ['l1', 'dba', 'a', 'b', 'http', 'mixed'];
+/** Issue 15's targets: import A and B as multiples of L1, and of the dba step for the same file. */
+const TARGET_X_L1 = { a: 8, b: 11 } as const;
+const TARGET_X_DBA = 0.5;
 type Step = (typeof STEPS)[number];
 
 function parseArgs(argv: string[]) {
@@ -85,7 +91,7 @@ function parseArgs(argv: string[]) {
     } else if (flag === '--help' || flag === '-h') {
       console.error(
         'usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--connections C] [--samples K] ' +
-          '[--poll-ms MS] [--steps l1,a,b,http,profile,gzip,report,fair] [--strict]',
+          `[--poll-ms MS] [--steps ${STEPS.join(',')}] [--strict]`,
       );
       process.exit(2);
     } else throw new Error(`unknown flag ${flag} (see --help)`);
@@ -118,9 +124,11 @@ async function main(): Promise<number> {
       const files = [paths.a, ...(has('b') ? [paths.b] : []), ...(has('report') ? [cleanPath(paths.a)] : [])];
       // gzip or report after A: A's contacts stay while a second import of A peaks, as when B follows A
       // (the report step deletes each of its runs' contacts before the next).
-      const second = has('b') || (has('a') && (has('gzip') || has('report') || has('fair')));
-      const importA = has('a') || has('gzip') || has('report') || has('fair');
-      await checkDiskSpace({ dataDir: infra.config.dataDir, rows: opts.rows, files, importA, importB: second }, log);
+      const second = has('b') || (has('a') && (has('gzip') || has('report') || has('fair') || has('mixed')));
+      const importA = has('a') || has('gzip') || has('report') || has('fair') || has('dba') || has('mixed');
+      // The dba step loads B over A's contacts like import B, before the imports (its contacts deleted after).
+      const importB = second || (has('dba') && has('b'));
+      await checkDiskSpace({ dataDir: infra.config.dataDir, rows: opts.rows, files, importA, importB }, log);
     }
     const fileA = await generateCsv(paths.a, opts.rows, 0, log);
     const fileB = has('b') ? await generateCsv(paths.b, opts.rows, 1, log) : undefined;
@@ -130,6 +138,8 @@ async function main(): Promise<number> {
 
     let l1: L1Result | undefined;
     if (has('l1')) result.l1 = l1 = await runL1(infra.sql, fileA);
+    let dba: DbaRun | undefined;
+    if (has('dba')) result.dba = dba = await runDba(infra.sql, runId, { a: fileA, b: fileB }, log);
     const profile = has('profile') ? (result.readProfile = await profileRead(infra.sql, fileA.path, log)) : undefined;
 
     if (infra.config.databaseUrl) {
@@ -218,16 +228,37 @@ async function main(): Promise<number> {
       );
       result.http = http;
     }
+    let mixed: MixedRun | undefined;
+    if (has('mixed')) {
+      const mixedOpts = {
+        ...importOpts,
+        strategy: 'overwrite' as const,
+        samples: opts.samples,
+        seconds: opts.duration,
+        warmupSeconds: opts.warmup,
+      };
+      result.mixed = mixed = await runMixed(ctx, runId, fileA, mixedOpts, log);
+    }
     if (childFailures().length) throw new Error(childFailures().join('; '));
 
     const load: LoadRow[] = [];
     if (l1) load.push({ step: 'L1 COPY (baseline)', seconds: l1.seconds, rows: l1.rows, bytes: l1.bytes });
-    for (const [key, target] of [
-      ['a', 4],
-      ['b', 6],
-    ] as const) {
+    for (const key of ['a', 'b'] as const) {
+      const d = dba?.[key];
+      const file = key === 'a' ? fileA : fileB!;
+      if (d)
+        load.push({
+          step: `dba ${key.toUpperCase()} (COPY + upsert)`,
+          seconds: d.seconds,
+          rows: file.rows,
+          bytes: file.bytes,
+          ratioToL1: l1 ? d.seconds / l1.seconds : undefined,
+        });
+    }
+    for (const key of ['a', 'b'] as const) {
       const run = imports[key];
       const file = key === 'a' ? fileA : fileB!;
+      const d = dba?.[key];
       if (run)
         load.push({
           step: `import ${key.toUpperCase()}`,
@@ -235,7 +266,9 @@ async function main(): Promise<number> {
           rows: file.rows,
           bytes: file.bytes,
           ratioToL1: l1 ? run.seconds / l1.seconds : undefined,
-          target,
+          target: TARGET_X_L1[key],
+          ratioToDba: d ? run.seconds / d.seconds : undefined,
+          dbaTarget: d ? TARGET_X_DBA : undefined,
           workerPeakRssMb: run.workerPeakRssMb,
         });
     }
@@ -252,6 +285,7 @@ async function main(): Promise<number> {
       ...evaluateTargets(load, http),
       ...reportCostTargets(reportCost ?? []),
       ...(fair ? fairTargets(fair) : []),
+      ...(mixed ? mixedTargets(mixed) : []),
     ];
     result.targets = targets;
     console.log(
@@ -266,13 +300,16 @@ async function main(): Promise<number> {
     if (fair) console.log(`${fairLine(fair)}\n`);
     if (profile) console.log(`read phase, component passes over file A: ${readProfileLine(profile)}\n`);
     if (http.length) console.log(`${httpTable(http)}\n`);
+    if (mixed) console.log(`${mixedTable(mixed)}\n`);
     for (const t of targets) console.log(`${t.pass ? 'PASS' : 'MISS'}  ${t.name}: ${t.value} (target ${t.target})`);
     result.verification = 'passed';
     const checked = [
       Object.keys(imports).length && `import counts, contact totals, ${opts.samples} sampled contacts per import`,
+      dba && 'dba step: contacts written per file and the account total',
       reportCost && 'report step: counts and contact totals per run, each report counted per reason or its 404',
       fair && `fair step: import A as import A, each small import's counts and contacts`,
       http.length && 'HTTP answers and end states',
+      mixed && "mixed step: the load's answers and end states, the import's counts and contacts",
     ];
     console.log(`\nverification: passed (${checked.filter(Boolean).join('; ') || 'L1 row count'})`);
     console.log(`results: ${await writeResults(join(import.meta.dir, 'results'), result)}`);

@@ -9,6 +9,7 @@ import type { FileMeta } from './generate';
 import type { GzipRun } from './gzip-import';
 import type { ImportRun } from './import-flow';
 import type { ReportCostFile } from './report-cost';
+import type { MixedRun } from './mixed';
 
 /** Prints `[label] 42% (n/total unit)` on stderr at every 5% step or every 5 s, whichever comes first. */
 export class Progress {
@@ -52,6 +53,9 @@ export interface LoadRow {
   /** seconds of this step over seconds of L1 */
   ratioToL1?: number;
   target?: number;
+  /** seconds of this step over seconds of the dba step's statement for the same file */
+  ratioToDba?: number;
+  dbaTarget?: number;
   workerPeakRssMb?: number;
 }
 
@@ -77,7 +81,7 @@ function table(head: string[], rows: string[][]): string {
 
 export function loadTable(rows: LoadRow[]): string {
   return table(
-    ['step', 'rows', 'seconds', 'rows/s', 'MB/s', 'x L1', 'target', 'worker peak RSS MB'],
+    ['step', 'rows', 'seconds', 'rows/s', 'MB/s', 'x L1', 'target', 'x dba', 'target', 'worker peak RSS MB'],
     rows.map((r) => [
       r.step,
       fmtInt(r.rows),
@@ -86,6 +90,8 @@ export function loadTable(rows: LoadRow[]): string {
       fix(r.bytes / 1e6 / r.seconds, 1),
       fix(r.ratioToL1, 2),
       r.target === undefined ? '-' : `<= ${r.target}`,
+      fix(r.ratioToDba, 2),
+      r.dbaTarget === undefined ? '-' : `<= ${r.dbaTarget}`,
       fix(r.workerPeakRssMb, 0),
     ]),
   );
@@ -105,6 +111,31 @@ export function httpTable(rows: HttpRow[]): string {
       fix(r.ratio, 2),
       r.minRatio === undefined ? '-' : `>= ${r.minRatio}`,
     ]),
+  );
+}
+
+/** The mixed step: each kind's load idle and while import A merges, and the ratio of their p99s. */
+export function mixedTable(m: MixedRun): string {
+  const rows = m.idle.map((idle, k) => {
+    const busy = m.merging[k]!;
+    return [
+      idle.scenario,
+      String(idle.connections),
+      fmtInt(idle.reqPerSec),
+      fmtInt(busy.reqPerSec),
+      fix(idle.p99, 1),
+      fix(busy.p99, 1),
+      fix(busy.p99 / idle.p99, 2),
+      `<= ${m.p99RatioTarget}`,
+      String(idle.non2xx + busy.non2xx),
+      String(idle.errors + busy.errors),
+    ];
+  });
+  const head = ['request', 'conns', 'idle req/s', 'merging req/s', 'idle p99 ms', 'merging p99 ms', 'x idle p99'];
+  return (
+    `mixed: another account's load, idle and while import A merges (${m.seconds} s each, ` +
+    `${m.mergeOverlapSeconds.toFixed(1)} s of it inside the merge; the import took ${m.importSeconds.toFixed(1)} s)\n` +
+    table([...head, 'target', 'non-2xx', 'errors'], rows)
   );
 }
 
@@ -144,7 +175,7 @@ export function gzipLine(plain: FileMeta, run: GzipRun, a: ImportRun | undefined
 }
 
 /**
- * The report step's table: per file, the mean seconds with the report off and on, the cost, the same
+ * The report step's table: per file, the median seconds with the report off and on, the cost, the same
  * by the worker's clock (off / on, cost), the finish phase (where the report is written) and the
  * worker's peak RSS; then each run in order.
  */
@@ -155,7 +186,7 @@ export function reportCostTable(files: ReportCostFile[]): string {
       'file',
       'rows',
       'rejected',
-      'off s',
+      'off s (median)',
       'on s',
       'cost',
       'by worker clock',
@@ -187,6 +218,7 @@ export function reportCostTable(files: ReportCostFile[]): string {
       `  ${f.file}: ${f.runs.map(run).join(', ')} s; runs of one setting ${fix(f.spreadPercent, 1)}% apart; ` +
       `report lines ${f.runs.find((r) => r.report)?.reportLines ?? 0}`,
   );
-  const head = 'rejected-rows report, runs off, on, on, off, each into a fresh account (seconds, by worker clock):';
+  const head =
+    'rejected-rows report, runs off, on, on, off, twice, each into a fresh account (seconds, by worker clock):';
   return `${head}\n${t}\n${order.join('\n')}`;
 }

@@ -9,6 +9,7 @@ import { md5Hex, rowAt, sampleNormalRows } from './dataset';
 import { GET_P99_MS, type HttpTarget, type PoolContact } from './http';
 import type { ImportRun } from './import-flow';
 import type { HttpRow, LoadRow } from './report';
+import type { MixedRun } from './mixed';
 import type { ReportCostFile } from './report-cost';
 import { spawnChild, stopChild, waitHealthy, type Infra } from './services';
 
@@ -19,7 +20,7 @@ const toUuid = (md5: string) => md5.replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/,
  * Contacts the HTTP step reads and patches: imported ones when import A ran (`rows` > 0), otherwise
  * the same model rows inserted with SQL, so `--steps http` works alone.
  */
-async function contactPool(sql: Sql, account: BenchAccount, rows: number): Promise<PoolContact[]> {
+export async function contactPool(sql: Sql, account: BenchAccount, rows: number): Promise<PoolContact[]> {
   const idx = sampleNormalRows(rows || POOL_SIZE * 2, POOL_SIZE, 1);
   const pool = idx.map((i) => ({ email: rowAt(i, 0).email, md5: md5Hex(rowAt(i, 0).email) }));
   if (rows === 0) {
@@ -76,6 +77,14 @@ export function evaluateTargets(load: LoadRow[], http: HttpRow[]): Target[] {
         pass: r.ratioToL1 <= r.target,
       });
     }
+    if (r.ratioToDba !== undefined && r.dbaTarget !== undefined) {
+      out.push({
+        name: `${r.step} time vs the dba step`,
+        value: `${r.ratioToDba.toFixed(2)} x`,
+        target: `<= ${r.dbaTarget} x`,
+        pass: r.ratioToDba <= r.dbaTarget,
+      });
+    }
     if (r.workerPeakRssMb !== undefined) {
       out.push({
         name: `${r.step} worker peak RSS`,
@@ -126,6 +135,20 @@ export function reportCostTargets(files: ReportCostFile[]): Target[] {
           },
         ]),
   ]);
+}
+
+/** The mixed step: each kind's p99 while import A merges against its idle p99. */
+export function mixedTargets(m: MixedRun): Target[] {
+  return m.idle.map((idle, k) => {
+    const busy = m.merging[k]!;
+    const ratio = busy.p99 / idle.p99;
+    return {
+      name: `mixed ${idle.scenario} p99 while import A merges vs idle (${busy.p99} / ${idle.p99} ms)`,
+      value: `${ratio.toFixed(2)} x`,
+      target: `<= ${m.p99RatioTarget} x, 0 errors, 0 5xx`,
+      pass: ratio <= m.p99RatioTarget && busy.errors === 0 && busy.non2xx === 0,
+    };
+  });
 }
 
 /** `uploaded 0.4s | read 12.1s (55%) | dedupe 2.0s (9%) | …` */

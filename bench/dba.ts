@@ -1,0 +1,99 @@
+/**
+ * Step `dba`: the hand-written peer. What a skilled engineer would do with psql on the same file:
+ * COPY it into an UNLOGGED table of text columns, then one INSERT … SELECT DISTINCT ON … ON CONFLICT
+ * … DO UPDATE (bench/dba/upsert.sql) into a fresh account's contacts; then the same for file B over
+ * them. Timed per file from the COPY's start to the upsert's commit. Verified after timing: the
+ * upsert wrote one row per distinct good email of the file, and the account holds as many contacts
+ * as import A gives (the file's normal rows). The account's contacts are deleted after the step, so
+ * import A and B that follow insert into the same table as without it.
+ */
+import { createReadStream } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
+import type { Sql } from '../src/db';
+import { createBenchAccount, dropAccountContacts } from './account';
+import { COLUMNS } from './dataset';
+import type { FileMeta } from './generate';
+
+const TABLE = 'dba_rows';
+const UPSERT = await Bun.file(new URL('./dba/upsert.sql', import.meta.url)).text();
+
+export interface DbaFileRun {
+  file: 'A' | 'B';
+  /** COPY start to upsert commit */
+  seconds: number;
+  copySeconds: number;
+  upsertSeconds: number;
+  /** contacts the upsert inserted or updated */
+  upserted: number;
+}
+
+export interface DbaRun {
+  accountId: string;
+  a: DbaFileRun;
+  b?: DbaFileRun;
+}
+
+export async function runDba(
+  sql: Sql,
+  runId: string,
+  files: { a: FileMeta; b?: FileMeta },
+  log: (m: string) => void,
+): Promise<DbaRun> {
+  const account = await createBenchAccount(sql, `${runId} dba`);
+  try {
+    const a = await loadFile(sql, account.id, files.a, 'A', log);
+    await expectContacts(sql, account.id, files.a.normal, 'after file A');
+    const b = files.b ? await loadFile(sql, account.id, files.b, 'B', log) : undefined;
+    if (files.b) await expectContacts(sql, account.id, files.b.normal, 'after file B');
+    return { accountId: account.id, a, b };
+  } finally {
+    await sql.unsafe(`drop table if exists ${TABLE}`);
+    await dropAccountContacts(sql, account.id);
+  }
+}
+
+async function loadFile(
+  sql: Sql,
+  accountId: string,
+  file: FileMeta,
+  name: 'A' | 'B',
+  log: (m: string) => void,
+): Promise<DbaFileRun> {
+  const columns = COLUMNS.map((c) => c.toLowerCase());
+  await sql.unsafe(`drop table if exists ${TABLE}`);
+  // row_no: the file's order, which DISTINCT ON needs to keep each email's last row.
+  const text = columns.map((c) => `${c} text`).join(', ');
+  const list = columns.join(', ');
+  await sql.unsafe(`create unlogged table ${TABLE} (row_no bigint generated always as identity, ${text})`);
+  log(`[dba] file ${name}: COPY, then the upsert`);
+  const started = performance.now();
+  const writable = await sql
+    // An empty cell as '' rather than NULL, so the statement's checks need no null case.
+    .unsafe(`copy ${TABLE} (${list}) from stdin with (format csv, header, force_not_null (${list}))`)
+    .writable();
+  await pipeline(createReadStream(file.path, { highWaterMark: 1 << 20 }), writable);
+  const copied = performance.now();
+  const result = await sql.begin(async (tx) => {
+    await tx`set local work_mem = '1GB'`; // the DISTINCT ON's sort in memory, as the import's dedupe
+    return tx.unsafe(UPSERT, [accountId]);
+  });
+  const done = performance.now();
+  const upserted = result.count;
+  if (upserted !== file.normal)
+    throw new Error(`dba file ${name}: the upsert wrote ${upserted} contacts, the file has ${file.normal} good emails`);
+  const run = {
+    file: name,
+    seconds: (done - started) / 1000,
+    copySeconds: (copied - started) / 1000,
+    upsertSeconds: (done - copied) / 1000,
+    upserted,
+  };
+  log(`[dba] file ${name}: ${run.seconds.toFixed(2)} s (COPY ${run.copySeconds.toFixed(2)} s), ${upserted} contacts`);
+  return run;
+}
+
+async function expectContacts(sql: Sql, accountId: string, want: number, when: string): Promise<void> {
+  const [{ n } = { n: -1 }] = await sql<{ n: number }[]>`
+    select count(*)::int as n from contacts where account_id = ${accountId}`;
+  if (n !== want) throw new Error(`dba ${when}: the account holds ${n} contacts, import A gives ${want}`);
+}
