@@ -64,5 +64,6 @@ export async function dropAccountContacts(sql: Sql, accountId: string): Promise<
   await sql`delete from contacts where account_id = ${accountId}`;
   await sql`delete from brand_subscribe_events where account_id = ${accountId}`;
   await sql.unsafe('vacuum (analyze) contacts');
-  await sql.unsafe('checkpoint');
+  // CHECKPOINT needs a superuser (or pg_checkpoint) on a configured database: without, the run goes on.
+  await sql.unsafe('checkpoint').catch(() => {});
 }
