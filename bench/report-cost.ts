@@ -69,9 +69,9 @@ export interface ReportCostFile {
   runs: ReportCostRun[];
   off: Side;
   on: Side;
-  /** (on − off) / off of the median seconds, in % */
+  /** the median over neighbouring (off, on) pairs of runs of (on − off) / off, in % */
   costPercent: number;
-  /** the same of the median worker seconds */
+  /** the same by the worker's clock */
   workerCostPercent: number;
   /**
    * How far the runs of one setting lie apart (slowest − fastest), in % of their mean (the larger of
@@ -215,24 +215,30 @@ export async function runReportCost(
     }
     const side = (on: boolean): Side => {
       const rs = runs.filter((r) => r.report === on);
-      // The median: one run in eight was 30 % slower in every phase on this machine, which moved a mean
-      // of four by 7 % and said nothing about the report.
-      const median = (f: (r: ReportCostRun) => number) => {
-        const xs = rs.map(f).sort((a, b) => a - b);
-        const mid = xs.length >> 1;
-        return xs.length % 2 ? xs[mid]! : (xs[mid - 1]! + xs[mid]!) / 2;
-      };
       const rss = rs.map((r) => r.workerPeakRssMb).filter((x) => x !== undefined);
       return {
-        seconds: median((r) => r.seconds),
-        workerSeconds: median((r) => r.workerSeconds),
-        finishSeconds: median((r) => r.finishSeconds),
+        seconds: median(rs.map((r) => r.seconds)),
+        workerSeconds: median(rs.map((r) => r.workerSeconds)),
+        finishSeconds: median(rs.map((r) => r.finishSeconds)),
         workerPeakRssMb: rss.length ? Math.max(...rss) : undefined,
       };
     };
     const off = side(false);
     const on = side(true);
-    const costPercent = ((on.seconds - off.seconds) / off.seconds) * 100;
+    // The cost: the median over the ORDER's neighbouring pairs (off, on), (on, off), … of what the
+    // run with the report took more than the one without. A pair runs within a minute, so a machine
+    // that slows down or speeds up over the step moves both of a pair alike, and one run slowed by
+    // something else (one in eight was 30 % slower in every phase) moves one pair, not the median.
+    const paired = (f: (r: ReportCostRun) => number) => {
+      const costs: number[] = [];
+      for (let k = 0; k + 1 < runs.length; k += 2) {
+        const [x, y] = [runs[k]!, runs[k + 1]!];
+        const [withIt, without] = x.report ? [x, y] : [y, x];
+        costs.push(((f(withIt) - f(without)) / f(without)) * 100);
+      }
+      return median(costs);
+    };
+    const costPercent = paired((r) => r.seconds);
     const spread = (report: boolean) => {
       const xs = runs.filter((r) => r.report === report).map((r) => r.seconds);
       return ((Math.max(...xs) - Math.min(...xs)) / (xs.reduce((a, b) => a + b, 0) / xs.length)) * 100;
@@ -246,7 +252,7 @@ export async function runReportCost(
       off,
       on,
       costPercent,
-      workerCostPercent: ((on.workerSeconds - off.workerSeconds) / off.workerSeconds) * 100,
+      workerCostPercent: paired((r) => r.workerSeconds),
       spreadPercent: Math.max(spread(false), spread(true)),
       targetPercent: REPORT_COST_TARGET_PERCENT,
       met: costPercent <= REPORT_COST_TARGET_PERCENT,
@@ -254,6 +260,12 @@ export async function runReportCost(
   }
   ctx.workerPid = (await service.restartWorker('default', {})).proc.pid;
   return out;
+}
+
+function median(xs: number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 /** The run's end state; returns the report's line count. Any difference throws. */

@@ -188,7 +188,7 @@ export function reportCostTable(files: ReportCostFile[]): string {
       'rejected',
       'off s (median)',
       'on s',
-      'cost',
+      'cost (paired)',
       'by worker clock',
       'finish off s',
       'finish on s',
