@@ -4,7 +4,7 @@ import { workerPoolSize } from '../worker/pool-size';
 
 const config = (env: Record<string, string>) => loadConfig({ DATA_DIR: '/tmp', ...env });
 
-test("the worker pool holds each run's connection, its dedupe parts and duplicate scan or merge batches, the sweeper", () => {
+test("the worker pool holds each run's connection, its dedupe parts and scan or merge batches, the sweeper", () => {
   // The defaults: 4 places (WORKER_CONCURRENCY) × (1 + 2 + 1) + 1 = 17, over DATABASE_POOL_SIZE 10.
   expect(workerPoolSize(config({}))).toBe(17);
   expect(workerPoolSize(config({ WORKER_CONCURRENCY: '1' }))).toBe(10); // 1 + 3 + 1 fits the default
