@@ -51,7 +51,36 @@ export interface ImportRun {
    */
   mergeBatches?: { count: number; min: number; median: number; max: number; first: number; last: number };
   note?: string;
+  /**
+   * PostgreSQL's writes of dirty pages during the import (pg_stat_bgwriter, the whole cluster): how
+   * many checkpoints ran and who wrote the pages, the checkpointer, the background writer, or the
+   * backends themselves (which then wait for the writes: a lead for a per-row cost that grows with
+   * the file).
+   */
+  pageWrites?: PageWrites;
 }
+
+export interface PageWrites {
+  checkpoints: number;
+  checkpointer: number;
+  bgwriter: number;
+  backends: number;
+}
+
+async function pageWrites(sql: Sql): Promise<PageWrites | undefined> {
+  const [r] = await sql<{ c: string; cp: string; bg: string; be: string }[]>`
+    select checkpoints_timed + checkpoints_req as c, buffers_checkpoint as cp, buffers_clean as bg,
+           buffers_backend as be
+    from pg_stat_bgwriter`.catch(() => []);
+  return r && { checkpoints: Number(r.c), checkpointer: Number(r.cp), bgwriter: Number(r.bg), backends: Number(r.be) };
+}
+
+const diffWrites = (a: PageWrites, b: PageWrites): PageWrites => ({
+  checkpoints: b.checkpoints - a.checkpoints,
+  checkpointer: b.checkpointer - a.checkpointer,
+  bgwriter: b.bgwriter - a.bgwriter,
+  backends: b.backends - a.backends,
+});
 
 function batchStats(moves: { at: number; checkpoint: number }[]): ImportRun['mergeBatches'] {
   const per100k = moves.slice(1).flatMap((m, k) => {
@@ -150,6 +179,7 @@ export async function runImportFlow(
   const uploadStarted = performance.now();
   await upload(uploadUrl, file, label);
   const started = performance.now();
+  const writesBefore = await pageWrites(ctx.sql);
   const uploadSeconds = (started - uploadStarted) / 1000;
 
   const progress = new Progress(`${label} import`, 100, '%');
@@ -196,6 +226,7 @@ export async function runImportFlow(
     await Bun.sleep(100);
   }
   const ended = performance.now();
+  const writesAfter = await pageWrites(ctx.sql);
   if (view.status !== 'success') throw new Error(`${label}: import ${id} failed: ${view.failureReason}`);
   progress.done('success');
   phases.push({ phase: 'end', at: ended });
@@ -208,6 +239,7 @@ export async function runImportFlow(
     phases: spans.filter((s) => s.phase !== 'success'),
     workerPeakRssMb: peakKb === undefined ? undefined : peakKb / 1024,
     mergeBatches: batchStats(checkpointMoves),
+    pageWrites: writesBefore && writesAfter ? diffWrites(writesBefore, writesAfter) : undefined,
     ...(rssReset ? {} : { note: 'peak RSS not reset: includes earlier steps' }),
   };
 }

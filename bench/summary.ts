@@ -159,8 +159,17 @@ export function phaseTable(run: ImportRun): string {
     .join(' | ');
   const b = run.mergeBatches;
   const f = (x: number) => x.toFixed(2);
-  return b
-    ? `${phases}\n  merge seconds per 100k rows (${b.count} samples): first ${f(b.first)} / last ${f(b.last)} / ` +
-        `min ${f(b.min)} / median ${f(b.median)} / max ${f(b.max)}`
-    : phases;
+  const w = run.pageWrites;
+  const mb = (pages: number) => `${Math.round((pages * 8192) / 1e6)} MB`;
+  return [
+    phases,
+    b &&
+      `  merge seconds per 100k rows (${b.count} samples): first ${f(b.first)} / last ${f(b.last)} / ` +
+        `min ${f(b.min)} / median ${f(b.median)} / max ${f(b.max)}`,
+    w &&
+      `  pages written: ${w.checkpoints} checkpoint(s); by the checkpointer ${mb(w.checkpointer)}, ` +
+        `the background writer ${mb(w.bgwriter)}, backends ${mb(w.backends)}`,
+  ]
+    .filter(Boolean)
+    .join('\n');
 }
