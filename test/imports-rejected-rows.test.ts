@@ -5,12 +5,15 @@
 // skipped rows come from several merge batches), GET of the import and of its report.
 import { beforeAll, describe, expect, test } from 'bun:test';
 import { createHash } from 'node:crypto';
+import { tmpdir } from 'node:os';
 import { gzipSync } from 'node:zlib';
 import Papa from 'papaparse';
 import { loadConfig, type Config } from '../src/config';
 import { REASONS, type Reason } from '../src/imports/rejections';
 import { LocalStore, rejectedRowsObjectKey } from '../src/storage';
 import { runImport, UnrecoverableImportError } from '../worker/import';
+import { ReportDraft } from '../worker/import/report';
+import { loadImport } from '../worker/import/state';
 import { sweep } from '../worker/sweep';
 import { expectProblem, type TestApp } from './helpers/app';
 import { uploadBed } from './helpers/upload-bed';
@@ -249,6 +252,63 @@ describe('the file read again through the parser, and other files', () => {
     expect(body).toMatchObject({ status: 'success', malformedCount: 12, duplicateInFileCount: 2, skippedCount: 0 });
     expect(logs.find((l) => l.msg === 'import rejected-rows report written')?.fields).toMatchObject({
       lines: want.length,
+      drafted: true,
+    });
+  });
+
+  test('a discarded draft (a run gives way) stops and leaves no file; the run that ends it reports', async () => {
+    const a = await account();
+    const rows = Array.from({ length: 20_000 }, (_, i) =>
+      i % 1000 === 999 ? `bad-${i},,B,1,no,,` : `row${i}@example.com,,R,${i % 90},yes,,x`,
+    );
+    const created = await t.call('POST', '/v1/contact-imports', {
+      key: a.key,
+      body: { columns: COLUMNS, duplicateContactStrategy: 'overwrite' },
+    });
+    expect((await put(new Request(created.body.uploadUrl, { method: 'PUT', body: file(rows) }))).status).toBe(200);
+    const id: string = created.body.id;
+    const logs: { msg: string; fields?: any }[] = [];
+    const config = loadConfig({ IMPORT_BATCH_SIZE: '1000', DATA_DIR: dir, STORAGE_DRIVER: 'local' });
+    const deps = {
+      sql: t.db.sql,
+      storage: store,
+      config,
+      log: (msg: string, fields?: object) => logs.push({ msg, fields }),
+    };
+    // A run that gives way after its first merged batch: the import stays in its merge.
+    const merged = () => logs.some((l) => l.msg === 'import merge batch');
+    expect(await runImport({ ...deps, giveWay: merged }, a.id, id)).toBe('yielded');
+    expect(logs.some((l) => l.msg.includes('draft failed'))).toBe(false);
+
+    // A draft of that merge, discarded at once, as a run that gives way discards its own.
+    const conn = await t.db.sql.reserve();
+    try {
+      const job = (await loadImport(t.db.sql, a.id, id))!;
+      const draft = new ReportDraft({
+        sql: t.db.sql,
+        conn,
+        store,
+        job,
+        batchSize: 1000,
+        mergeConcurrency: 2,
+        report: true,
+        reportRetentionDays: 30,
+        log: deps.log,
+      });
+      await draft.discard();
+    } finally {
+      conn.release();
+    }
+    expect(logs.map((l) => l.msg)).toContain('import rejected-rows report draft stopped');
+    expect([...new Bun.Glob(`rejected-rows-${id}-*`).scanSync(tmpdir())]).toEqual([]);
+
+    expect(await runImport(deps, a.id, id)).toBe('ended');
+    const { lines } = await report(a, id);
+    expect(lines.map((l) => [l[0], l[1]])).toEqual(
+      Array.from({ length: 20 }, (_, k) => [String(1000 * (k + 1)), 'invalid_email']),
+    );
+    expect(logs.filter((l) => l.msg === 'import rejected-rows report written').at(-1)?.fields).toMatchObject({
+      lines: 20,
       drafted: true,
     });
   });

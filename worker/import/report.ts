@@ -88,11 +88,17 @@ export async function writeReport(p: Pipeline): Promise<RejectedRowsReport | und
  */
 export class ReportDraft {
   private readonly file: Promise<ReportFile | undefined>;
+  private readonly abort = new AbortController();
   private taken = false;
 
   constructor(p: Pipeline) {
-    this.file = draft(p).catch((e: unknown) => {
-      p.log('import rejected-rows report draft failed; the finish writes it', { importId: p.job.id, error: String(e) });
+    this.file = draft(p, this.abort.signal).catch((e: unknown) => {
+      if (this.abort.signal.aborted) p.log('import rejected-rows report draft stopped', { importId: p.job.id });
+      else
+        p.log('import rejected-rows report draft failed; the finish writes it', {
+          importId: p.job.id,
+          error: String(e),
+        });
       return undefined;
     });
   }
@@ -106,17 +112,22 @@ export class ReportDraft {
     return undefined;
   }
 
+  /**
+   * Stops the walk where it is (a run that gives way must not wait for a walk of the whole file, at
+   * 25M rows some 10 s) and removes what it wrote.
+   */
   async discard(): Promise<void> {
     if (this.taken) return;
+    this.abort.abort();
     await this.take(-1);
   }
 }
 
-async function draft(p: Pipeline): Promise<ReportFile | undefined> {
+async function draft(p: Pipeline, signal: AbortSignal): Promise<ReportFile | undefined> {
   const facts = await loadReportFacts(p.sql, p.job);
   // Nothing rejected before the merge: a walk of the whole file for no line.
   if (!facts.rejectsRecorded || !p.job.objectKey || (await recordedLines(p)) === 0) return undefined;
-  return writtenFile(p, facts);
+  return writtenFile(p, facts, signal);
 }
 
 async function recordedLines(p: Pipeline): Promise<number> {
@@ -136,17 +147,17 @@ interface ReportFile {
  * The report of the rows recorded now, written to a new temporary file (the caller removes it).
  * The rows come through one cursor, so the file is one snapshot of the recorded rows.
  */
-async function writtenFile(p: Pipeline, facts: ReportFacts): Promise<ReportFile> {
+async function writtenFile(p: Pipeline, facts: ReportFacts, signal?: AbortSignal): Promise<ReportFile> {
   const { sql, job } = p;
   const table = stagingTables(job.id).rejects;
   const columns = await loadColumns(sql, job);
   const path = join(tmpdir(), `rejected-rows-${job.id}-${process.pid}-${++files}.csv`);
   try {
     let how: ReportFile['how'] = 'lines';
-    let lines = await writeFile(p, facts, columns, table, path, byLines);
+    let lines = await writeFile(p, facts, columns, table, path, byLines, signal);
     if (lines === undefined) {
       how = 'parsed';
-      lines = await writeFile(p, facts, columns, table, path, byParsing);
+      lines = await writeFile(p, facts, columns, table, path, byParsing, signal);
       if (lines === undefined) throw new Error(`import ${job.id}: the file no longer holds the rows its read counted`);
     }
     return { path, lines, how };
@@ -169,17 +180,23 @@ async function writeFile(
   table: string,
   path: string,
   walk: Walk,
+  signal?: AbortSignal,
 ): Promise<number | undefined> {
   const { sql, job } = p;
+  signal?.throwIfAborted();
   const file = createWriteStream(path);
   const cursor = sql<Rejected[]>`
     select row_no, reason, column_no, info from ${sql(table)} order by row_no`.cursor(CURSOR_ROWS);
   const out = new ReportOut(file, cursor[Symbol.asyncIterator](), columns);
   const source = await p.store.read(job.objectKey!, facts.objectEtag ?? undefined);
+  const stop = () => source.destroy(new Error('the rejected-rows report draft was discarded'));
+  signal?.addEventListener('abort', stop, { once: true });
   let whole = false;
   try {
+    signal?.throwIfAborted();
     whole = (await walk(decompressed(source), facts, out)) && (await out.done());
   } finally {
+    signal?.removeEventListener('abort', stop);
     source.destroy();
     await out.close();
   }
