@@ -31,6 +31,7 @@ import { ImportBusyError, runImport } from './import/index';
 import { FairShare } from './fair-share';
 import { workerPoolSize } from './pool-size';
 import { keepSweepScheduler } from './schedulers';
+import { removeStaleReportFiles } from './import/report';
 import { sweep } from './sweep';
 
 // A process in an unknown state must not keep taking jobs: log, exit, let the supervisor restart it.
@@ -189,7 +190,9 @@ const metrics = workerMetrics(sql, [importQueue.queue, sweepQueue]);
 for (const w of [importWorker, sweepWorker]) w.on('stalled', () => metrics.stalledJobs.inc({ queue: w.name }));
 const sweepScheduler = keepSweepScheduler(sweepQueue, sweepConnection);
 await sweepScheduler.started;
-log('info', 'worker started', { concurrency, storage: storage.driver });
+// Rejected-rows report files of workers killed on this machine (worker/import/report.ts).
+const staleReports = await removeStaleReportFiles();
+log('info', 'worker started', { concurrency, storage: storage.driver, staleReportFilesRemoved: staleReports.length });
 const metricsServer = serveMetrics(metrics.registry, { port: config.workerMetricsPort, hostname: config.host });
 if (metricsServer)
   log('info', 'worker metrics listening', { url: `http://${config.host}:${metricsServer.port}/metrics` });

@@ -1,5 +1,5 @@
 import { createWriteStream, type WriteStream } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
@@ -168,6 +168,34 @@ async function writtenFile(p: Pipeline, facts: ReportFacts, signal?: AbortSignal
 }
 
 let files = 0;
+
+const REPORT_FILE = /^rejected-rows-[0-9a-f-]{36}-(\d+)-\d+\.csv$/;
+
+/**
+ * Removes the temporary report files of worker processes that are gone. A draft lives for a whole
+ * merge (up to ~100 MB at 25M rows), so a worker killed during merges would otherwise leave one
+ * behind each time. A file of a live process (this one, or another worker on the machine) stays.
+ * Returns the names removed.
+ */
+export async function removeStaleReportFiles(dir = tmpdir()): Promise<string[]> {
+  const removed: string[] = [];
+  for (const name of await readdir(dir).catch(() => [] as string[])) {
+    const pid = Number(REPORT_FILE.exec(name)?.[1] ?? NaN);
+    if (!Number.isInteger(pid) || pid === process.pid || alive(pid)) continue;
+    await rm(join(dir, name), { force: true });
+    removed.push(name);
+  }
+  return removed;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM'; // alive, another user's
+  }
+}
 
 /** A way to walk the file: calls `header` once and `row` for each data row; false if it lost count. */
 type Walk = (source: AsyncIterable<Uint8Array>, facts: ReportFacts, out: ReportOut) => Promise<boolean>;
