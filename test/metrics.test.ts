@@ -199,7 +199,16 @@ beforeAll(async () => {
   expect((await call('GET', '/v1/contacts', undefined, false)).status).toBe(401);
   expect((await call('GET', `/v1/no-such-thing/${importId}`)).status).toBe(404);
 
-  const a = await scrape(api.url!);
+  // `success` is committed before the job ends: its cleanup (staging dropped, the object removed) runs
+  // after it, with the job still active. The queue gauges are read once the job is done.
+  let a = await scrape(api.url!);
+  for (const until = Date.now() + 10_000; Date.now() < until; a = await scrape(api.url!)) {
+    const busy = ['waiting', 'active', 'delayed'].some(
+      (state) => sample(a.e, `${P}queue_jobs`, { queue: 'contact-import', state }) !== 0,
+    );
+    if (!busy) break;
+    await Bun.sleep(100);
+  }
   apiAfter = a.e;
   apiText = a.text;
   apiContentType = a.contentType;
