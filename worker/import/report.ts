@@ -151,7 +151,7 @@ async function writtenFile(p: Pipeline, facts: ReportFacts, signal?: AbortSignal
   const { sql, job } = p;
   const table = stagingTables(job.id).rejects;
   const columns = await loadColumns(sql, job);
-  const path = join(tmpdir(), `rejected-rows-${job.id}-${process.pid}-${++files}.csv`);
+  const path = join(tmpdir(), reportFileName(job.id));
   try {
     let how: ReportFile['how'] = 'lines';
     let lines = await writeFile(p, facts, columns, table, path, byLines, signal);
@@ -169,6 +169,8 @@ async function writtenFile(p: Pipeline, facts: ReportFacts, signal?: AbortSignal
 
 let files = 0;
 
+/** A temporary report file's name: the import, the process that writes it (see removeStaleReportFiles), a count. */
+const reportFileName = (importId: string) => `rejected-rows-${importId}-${process.pid}-${++files}.csv`;
 const REPORT_FILE = /^rejected-rows-[0-9a-f-]{36}-(\d+)-\d+\.csv$/;
 
 /**
