@@ -316,13 +316,36 @@ describe('the file read again through the parser, and other files', () => {
   test('CRLF, a BOM and blank lines: the fast walk numbers rows as the read did', async () => {
     const a = await account();
     const rows = ROWS.map((r) => r[0]);
-    rows.splice(5, 0, '', '  ', '""');
+    // Blank in every way a line can start: ASCII and Unicode whitespace (what trim removes), quotes.
+    rows.splice(5, 0, '', '  ', '""', '\t', '\u00a0', '\u3000 ', '\u2003', '\uFEFF');
     const { id, logs } = await importFile(a, `\uFEFF${file(rows, '\r\n')}`);
     const { header, lines } = await report(a, id);
     expect(header).toEqual(['row', 'reason', 'column', 'detail', ...COLUMNS]);
     const want = expected(ROWS);
     expect(lines.map((l) => [l[0], l[1], l[2]])).toEqual(want.map((w) => [w.row, w.reason, w.column]));
     expect(lines.map((l) => l.slice(4))).toEqual(want.map((w) => w.cells));
+    expect(logs.find((l) => l.msg === 'import rejected-rows report written')?.fields.read).toBe('lines');
+  });
+
+  test('blank lines of every kind among rows the report does not want: numbered as the read did', async () => {
+    const a = await account();
+    // Lines the walk skips without decoding sit between blank ones it must decode: a blank line
+    // counted as a row would shift every row number after it.
+    const blanks = ['', '  ', '""', '\t', '\u00a0', '\u3000 ', '\u2003', '\u205f', '\uFEFF', '\u1680'];
+    const rows: string[] = [];
+    const bad: number[] = [];
+    let row = 0;
+    for (const [k, blank] of blanks.entries()) {
+      rows.push(`ok${k}@example.com,,N,1,yes,,`, blank, `ok${k}b@example.com,,N,1,yes,,`);
+      row += 2;
+      rows.push(`bad-email-${k},,N,1,yes,,`);
+      bad.push(++row);
+    }
+    const { id, logs } = await importFile(a, file(rows, '\r\n'));
+    const { lines } = await report(a, id);
+    expect(lines.map((l) => [Number(l[0]), l[1], l[4]])).toEqual(
+      bad.map((n, k) => [n, 'invalid_email', `bad-email-${k}`]),
+    );
     expect(logs.find((l) => l.msg === 'import rejected-rows report written')?.fields.read).toBe('lines');
   });
 

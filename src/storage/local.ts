@@ -3,7 +3,7 @@ import { createReadStream } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, unlink, type FileHandle } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
-import { ObjectChangedError, type ObjectInfo, type ObjectStore, type UploadTarget } from './store';
+import { ObjectChangedError, type ObjectInfo, type ObjectStore, type ReadOptions, type UploadTarget } from './store';
 import type { UploadTokens } from './upload-token';
 
 /** S3's single-PUT limit, which the local store enforces too. */
@@ -55,12 +55,12 @@ export class LocalStore implements ObjectStore {
     }
   }
 
-  async read(key: string, etag?: string): Promise<Readable> {
+  async read(key: string, etag?: string, opts: ReadOptions = {}): Promise<Readable> {
     const md5 = etag ? etag.replaceAll('"', '') : (await this.head(key))?.etag.replaceAll('"', '');
     if (!md5) throw new ObjectChangedError(`object ${key} does not exist`);
     try {
       const fh = await open(join(this.versions(key), md5), 'r');
-      return fh.createReadStream();
+      return fh.createReadStream({ highWaterMark: opts.chunkBytes });
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT')
         throw new ObjectChangedError(`object ${key} no longer has ETag ${etag}`, { cause: e });

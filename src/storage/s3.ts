@@ -55,6 +55,7 @@ export class S3Store implements ObjectStore {
     }
   }
 
+  // ReadOptions' chunk size does not apply: the body's chunks are what the network delivers.
   async read(key: string, etag?: string): Promise<Readable> {
     try {
       // identity: the stored bytes as they are. An object PUT with Content-Encoding: gzip is served with that

@@ -19,6 +19,10 @@ export interface UploadTarget {
 /** Thrown by `read` when the object is gone or no longer matches the pinned ETag. */
 export class ObjectChangedError extends Error {}
 
+export interface ReadOptions {
+  chunkBytes?: number;
+}
+
 /** The object store behind contact-import uploads: S3-compatible or the embedded local one. */
 export interface ObjectStore {
   readonly driver: 'local' | 's3';
@@ -28,9 +32,10 @@ export interface ObjectStore {
   head(key: string): Promise<ObjectInfo | undefined>;
   /**
    * Streams the object; with `etag` (from `head`), throws ObjectChangedError if the object was
-   * replaced since, so a later PUT is never imported.
+   * replaced since, so a later PUT is never imported. `chunkBytes` asks for chunks of that size
+   * where the store decides them (the local one; S3's come as the network delivers them).
    */
-  read(key: string, etag?: string): Promise<Readable>;
+  read(key: string, etag?: string, opts?: ReadOptions): Promise<Readable>;
   /** Stores a local file under `key` (the admin `import` command of manual uploads). */
   putFile(key: string, path: string): Promise<ObjectInfo>;
   /** Deletes the object; no error when it does not exist. */

@@ -199,6 +199,14 @@ function alive(pid: number): boolean {
   }
 }
 
+/**
+ * The walk reads the file in chunks this big where the store lets it choose (the local store).
+ * Measured on file A at 1M rows (187 MB, 1.5 % of its rows wanted): with 64 KB chunks the walk took
+ * 0.24 s and 0.28 s of CPU, most of it the stream's own work per chunk; with 1 MB, 0.07 s and
+ * 0.10 s. (The read phase keeps 64 KB: papaparse is slower on 1 MB strings.)
+ */
+const WALK_CHUNK_BYTES = 1 << 20;
+
 /** A way to walk the file: calls `header` once and `row` for each data row; false if it lost count. */
 type Walk = (source: AsyncIterable<Uint8Array>, facts: ReportFacts, out: ReportOut) => Promise<boolean>;
 
@@ -218,7 +226,7 @@ async function writeFile(
   const cursor = sql<Rejected[]>`
     select row_no, reason, column_no, info from ${sql(table)} order by row_no`.cursor(CURSOR_ROWS);
   const out = new ReportOut(file, cursor[Symbol.asyncIterator](), columns);
-  const source = await p.store.read(job.objectKey!, facts.objectEtag ?? undefined);
+  const source = await p.store.read(job.objectKey!, facts.objectEtag ?? undefined, { chunkBytes: WALK_CHUNK_BYTES });
   const stop = () => source.destroy(new Error('the rejected-rows report draft was discarded'));
   signal?.addEventListener('abort', stop, { once: true });
   let whole = false;
@@ -329,6 +337,15 @@ const QUOTE = 0x22;
 const utf8 = new TextDecoder();
 
 /**
+ * The first bytes a blank line (one cell that trims to nothing) can start with: the whitespace
+ * that String.prototype.trim removes (ASCII, and the lead bytes of U+00A0, U+1680, U+2000-U+205F,
+ * U+3000 and U+FEFF in UTF-8), a quote, and CR (an empty CRLF line). A line starting with any other
+ * byte has a first cell that does not trim to nothing: not blank, whatever follows.
+ */
+const BLANK_START = new Uint8Array(256);
+for (const b of [0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x20, QUOTE, 0xc2, 0xe1, 0xe2, 0xe3, 0xef]) BLANK_START[b] = 1;
+
+/**
  * The fast walk: the file's lines, each one row. A line is decoded only when it is the header, a
  * wanted row, or has no comma (it might be blank; a line with a comma never is). Counts lines as
  * papaparse counts rows (a last empty line is no row), and says at the end whether that count is
@@ -378,8 +395,15 @@ export const byLines: Walk = async (source, facts, out) => {
       nl = chunk.indexOf(NEWLINE, pos);
     }
     while (nl !== -1) {
-      const written = line(chunk.subarray(pos, nl), false);
-      if (written) await written;
+      // Nearly every line: not wanted, and it starts with a byte no blank line starts with, so it
+      // is counted without a view of it being made (half the walk's time with 1 MB chunks).
+      if (headerSeen && dataRow + 1 !== out.wanted && nl > pos && !BLANK_START[chunk[pos]!]) {
+        lines++;
+        dataRow++;
+      } else {
+        const written = line(chunk.subarray(pos, nl), false);
+        if (written) await written;
+      }
       pos = nl + 1;
       nl = chunk.indexOf(NEWLINE, pos);
     }
