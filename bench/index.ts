@@ -39,9 +39,9 @@ import { evaluateTargets, mixedTargets, phaseTable, reportCostTargets, startBase
  * Only when asked for: `profile` (the read phase's components, one pass each over file A), `gzip`
  * (import A again from file A gzip-compressed, into a fresh account: as long as import A again, plus
  * compressing the file the first time, and disk for a second set of A's contacts) and `report` (what
- * the rejected-rows report costs: file A and a clean file imported sixteen times each, report off,
- * on, on, off, four times: as long as 32 imports of A, and disk for the clean file and one more set of
- * contacts)
+ * the rejected-rows report costs: file A and a clean file imported 24 times each, report off, on,
+ * on, off, then on, off, off, on, three times: as long as 48 imports of A, and disk for the clean
+ * file and one more set of contacts)
  * and `fair` (file A into a fresh account alone, then while 20 other accounts each import 10 rows
  * 10 s into it, then alone again: as long as three imports of A, and disk for three more sets).
  */

@@ -219,6 +219,7 @@ export function reportCostTable(files: ReportCostFile[]): string {
       `report lines ${f.runs.find((r) => r.report)?.reportLines ?? 0}`,
   );
   const head =
-    'rejected-rows report, runs off, on, on, off, four times, each into a fresh account (seconds, by worker clock):';
+    'rejected-rows report, runs off, on, on, off, on, off, off, on, three times, each into a fresh account ' +
+    '(seconds, by worker clock):';
   return `${head}\n${t}\n${order.join('\n')}`;
 }
