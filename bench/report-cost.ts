@@ -2,10 +2,10 @@
  * Step `report` (an extension beyond the contract): what the rejected-rows report costs an import.
  * Two files: file A as it is (1.5% of its rows rejected: 0.5% malformed, 1% duplicates) and a clean
  * file of A's normal rows only. Each is imported 24 times through the real flow, each time into a
- * fresh account, with the worker started with REJECTED_ROWS_REPORT in ORDER's mirrored blocks (a drift
- * over the runs falls on both sides alike, and so does a run's place in its block). Every run is verified after its timing: the counts,
- * the account's contacts, and the report itself (its lines per reason add up to each counter) or its
- * absence (no rejectedRowsUrl, 404). The run's contacts are then deleted and the table vacuumed, so
+ * fresh account, with the worker started with REJECTED_ROWS_REPORT in ORDER's mirrored blocks (a
+ * drift over the runs falls on both sides alike, and so does a run's place in its block). Every run
+ * is verified after its timing: the counts, the account's contacts, and the report itself (its
+ * lines per reason add up to each counter) or its absence (no rejectedRowsUrl, 404). The run's contacts are then deleted and the table vacuumed, so
  * every run starts from the same table and the step needs disk for one set of contacts at a time.
  */
 import { createReadStream, existsSync } from 'node:fs';
