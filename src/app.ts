@@ -55,6 +55,7 @@ export function buildApp(deps: Deps) {
 
   return new Elysia()
     .onRequest(async ({ request }) => {
+      deps.load?.hit();
       const facts = startRequest(request);
       const path = new URL(request.url).pathname;
       if (path === '/v1' || path.startsWith('/v1/')) {

@@ -16,6 +16,16 @@ export interface Config {
   readonly importBatchSize: number;
   /** Merge batches of one import in flight at once, each on its own PostgreSQL backend. */
   readonly importMergeConcurrency: number;
+  /**
+   * Requests a second (over 250 ms) at or above which an API process tells the workers it is busy,
+   * so that merges pace themselves (src/imports/api-load.ts); 0: it never does.
+   */
+  readonly importYieldRps: number;
+  /**
+   * While the API is busy, a merge batch runs in pieces of PACED_ROWS rows and rests this many times
+   * each piece's time after it (worker/import/merge/batch.ts); 0: merges never pace.
+   */
+  readonly importPace: number;
   /** Imports one worker process runs at once, side by side (worker/fair-share.ts). */
   readonly workerConcurrency: number;
   /** Port of the worker's own HTTP listener for GET /metrics (on HOST); 0: no listener. */
@@ -130,6 +140,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     storage: Object.freeze(storage),
     importBatchSize: int(env, 'IMPORT_BATCH_SIZE', 100_000, 1, 1_000_000),
     importMergeConcurrency: int(env, 'IMPORT_MERGE_CONCURRENCY', 2, 1, 8),
+    importYieldRps: int(env, 'IMPORT_YIELD_RPS', 100, 0, 1_000_000),
+    importPace: int(env, 'IMPORT_PACE', 4, 0, 20),
     workerConcurrency: int(env, 'WORKER_CONCURRENCY', 4, 1, 64),
     workerMetricsPort: int(env, 'WORKER_METRICS_PORT', 9464, 0, 65535),
     logLevel,

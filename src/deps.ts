@@ -10,4 +10,6 @@ export interface Deps {
   readonly sql: Sql;
   readonly storage?: import('./storage/store').ObjectStore;
   readonly queue?: import('./imports/queue').ImportQueue;
+  /** Tells the workers when the API is busy (src/imports/api-load.ts); absent in tests that build the app. */
+  readonly load?: import('./imports/api-load').ApiLoadSignal;
 }

@@ -5,6 +5,7 @@ import { serveApi } from './http/server';
 import { resolveDatabaseUrl, resolveRedisUrl } from './embedded/urls';
 import { createStore } from './storage';
 import { createImportQueue } from './imports/bullmq-queue';
+import { ApiLoadSignal } from './imports/api-load';
 import { migrate } from './migrate';
 import { closeAndExit, onStopSignals } from './shutdown';
 
@@ -18,7 +19,8 @@ const sql = connect(db.url, config.databasePoolSize, { appName: config.appName }
 if (config.migrateOnStart) await migrate(sql, (m) => log('info', m));
 const storage = await createStore(config);
 const queue = createImportQueue(redis.url);
-const deps = { config, sql, storage, queue };
+const load = new ApiLoadSignal(redis.url, config.importYieldRps);
+const deps = { config, sql, storage, queue, load };
 const server = serveApi(deps);
 log('info', 'api listening', { url: `http://${config.host}:${server.port}`, storage: storage.driver });
 
@@ -30,6 +32,7 @@ async function shutdown(signal: string) {
   log('info', 'api shutting down', { signal });
   await server.stop(false).catch((e) => log('error', 'server stop failed', errorFields(e)));
   await queue.close().catch(() => {});
+  await load.close();
   await closeAndExit(sql, [db, redis]);
 }
 onStopSignals(shutdown);

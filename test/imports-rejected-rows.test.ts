@@ -290,6 +290,7 @@ describe('the file read again through the parser, and other files', () => {
         store,
         job,
         batchSize: 1000,
+        pace: 0,
         mergeConcurrency: 2,
         report: true,
         reportRetentionDays: 30,

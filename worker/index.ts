@@ -7,6 +7,7 @@ import { mkdir, utimes, writeFile } from 'node:fs/promises';
 import { loadConfigOrExit } from '../src/config';
 import { connect } from '../src/db';
 import { errorFields, log, setLogLevel } from '../src/log';
+import { ApiLoad } from '../src/imports/api-load';
 import { createImportQueue, redisConnection } from '../src/imports/bullmq-queue';
 import { markImportFailed } from '../src/imports/lifecycle';
 import {
@@ -58,6 +59,8 @@ if (poolSize > config.databasePoolSize)
 const sql = connect(db.url, poolSize, { appName: config.appName });
 const storage = await createStore(config);
 const importQueue = createImportQueue(redis.url);
+// Whether the API is busy: merges then pace themselves (src/imports/api-load.ts).
+const apiLoad = config.importPace > 0 ? new ApiLoad(redis.url) : undefined;
 // Imports of different accounts share the worker's places (worker/fair-share.ts).
 const fairShare = new FairShare(concurrency, async () => {
   const [oldest] = await importQueue.queue.getWaiting(0, 0);
@@ -86,6 +89,7 @@ const handlers: Record<string, Record<string, Handler>> = {
             log: (msg, fields) => log('info', msg, { importId, ...fields }),
             giveWay: () => fairShare.giveWay(importId),
             sharing: () => fairShare.sharing(),
+            apiBusy: apiLoad && (() => apiLoad.busy()),
           },
           accountId,
           importId,
@@ -240,6 +244,7 @@ async function shutdown(signal: string) {
   await metricsServer?.stop(true);
   await Promise.allSettled([sweepQueue.close(), importQueue.close()]);
   await sweepConnection.quit().catch(() => sweepConnection.disconnect());
+  await apiLoad?.close();
   await closeAndExit(sql, [db, redis]);
 }
 onStopSignals(shutdown);

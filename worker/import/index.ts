@@ -32,6 +32,8 @@ export interface ImportDeps {
   giveWay?: () => boolean;
   /** Pipeline.sharing: whether other imports run in this process. */
   sharing?: () => boolean;
+  /** Pipeline.apiBusy: whether the API said it is busy (src/imports/api-load.ts). */
+  apiBusy?: () => boolean;
 }
 
 /**
@@ -124,6 +126,7 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
       }
       const { importBatchSize: batchSize, importMergeConcurrency: mergeConcurrency } = deps.config;
       const { rejectedRowsReport: report, rejectedRowsRetentionDays: reportRetentionDays } = deps.config;
+      const { importPace: pace } = deps.config;
       const p: Pipeline = {
         sql,
         conn,
@@ -136,6 +139,8 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
         log,
         giveWay: deps.giveWay,
         sharing: deps.sharing,
+        apiBusy: deps.apiBusy,
+        pace,
       };
       let end: Step;
       try {

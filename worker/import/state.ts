@@ -121,6 +121,13 @@ export interface Pipeline {
    * waits for the loop). Absent: never.
    */
   sharing?: () => boolean;
+  /**
+   * Whether the API is busy now (src/imports/api-load.ts): merge batches then run in paced pieces
+   * (merge/batch.ts). Absent: never (the admin CLI's in-process run).
+   */
+  apiBusy?: () => boolean;
+  /** How many times a paced piece's own time it rests after it (IMPORT_PACE; 0: never paced). */
+  pace: number;
   /** The rejected-rows report written ahead during the merge (report.ts), for the finish to take. */
   reportDraft?: ReportDraft;
 }

@@ -70,9 +70,11 @@ export async function mergeBatches(
         break;
       }
       done = outcome.hi;
-      const { percentComplete, counts } = outcome;
+      const { percentComplete, counts, pacing } = outcome;
       countMerged(counts);
-      p.log('import merge batch', { importId: job.id, checkpoint: done, percentComplete, ...counts });
+      // Paced (the API was busy): how many pieces, and how long the batch rested between them.
+      const paced = pacing.pieces > 0 ? { pacedPieces: pacing.pieces, restedMs: pacing.restedMs } : {};
+      p.log('import merge batch', { importId: job.id, checkpoint: done, percentComplete, ...counts, ...paced });
       if (next < rowCount && !yielding) await launch();
     }
     if (!halt) continue;
