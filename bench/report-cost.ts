@@ -5,8 +5,9 @@
  * fresh account, with the worker started with REJECTED_ROWS_REPORT in ORDER's mirrored blocks (a
  * drift over the runs falls on both sides alike, and so does a run's place in its block). Every run
  * is verified after its timing: the counts, the account's contacts, and the report itself (its
- * lines per reason add up to each counter) or its absence (no rejectedRowsUrl, 404). The run's contacts are then deleted and the table vacuumed, so
- * every run starts from the same table and the step needs disk for one set of contacts at a time.
+ * lines per reason add up to each counter) or its absence (no rejectedRowsUrl, 404). The run's
+ * contacts are then deleted and the table vacuumed, so every run starts from the same table and the
+ * step needs disk for one set of contacts at a time.
  */
 import { createReadStream, existsSync } from 'node:fs';
 import { rename, rm, stat } from 'node:fs/promises';
