@@ -7,6 +7,7 @@
 import { describe, expect, test } from 'bun:test';
 import IORedis from 'ioredis';
 import { ApiLoad, ApiLoadSignal } from '../src/imports/api-load';
+import { importMergeRest } from '../src/metrics/import-pipeline';
 import { runImport } from '../worker/import/index';
 import { PACED_ROWS } from '../worker/import/merge/batch';
 import { importBed } from './helpers/import-bed';
@@ -111,6 +112,7 @@ describe('a merge while the API is busy', () => {
   }
 
   test('busy: one batch, one transaction, in pieces of PACED_ROWS with rests; every row merged', async () => {
+    const restedBefore = (await importMergeRest.get()).values[0]?.value ?? 0;
     const { state, contacts, batches } = await imported(() => true, 1);
     const existing = Math.ceil(ROWS / 3);
     expect(state).toEqual({ status: 'success', added: ROWS - existing, updated: existing });
@@ -120,6 +122,9 @@ describe('a merge while the API is busy', () => {
     expect(batches[0]).toMatchObject({ checkpoint: ROWS });
     expect(batches[0]!.pacedPieces).toBeOneOf([3, 4]);
     expect(batches[0]!.restedMs).toBeGreaterThan(0);
+    // The metric counts the rests of committed batches (other files' imports run in other processes).
+    const rested = ((await importMergeRest.get()).values[0]?.value ?? 0) - restedBefore;
+    expect(rested).toBeCloseTo((batches[0]!.restedMs as number) / 1000, 3);
   });
 
   test('not busy, or IMPORT_PACE=0: the batch runs whole, with no pieces', async () => {

@@ -41,6 +41,14 @@ export const importsFinished = new Counter({
   registers: [],
 });
 
+export const importMergeRest = new Counter({
+  name: `${PREFIX}import_merge_rest_seconds_total`,
+  help:
+    'Seconds committed merge batches rested between their pieces while the API was busy (IMPORT_YIELD_RPS, ' +
+    'IMPORT_PACE): how much the API slowed the imports down.',
+  registers: [],
+});
+
 /** Counts the merged rows of one committed batch. */
 export function countMerged(counts: { added: number; updated: number; skipped: number }): void {
   importRowsMerged.inc({ outcome: 'added' }, counts.added);
@@ -53,6 +61,7 @@ export function registerImportPipelineMetrics(registry: Registry): void {
   registry.registerMetric(importRowsMerged);
   registry.registerMetric(importPhaseDuration);
   registry.registerMetric(importsFinished);
+  registry.registerMetric(importMergeRest);
   // Every label value present from the start, so rate() sees the first increment.
   for (const outcome of ['added', 'updated', 'skipped']) importRowsMerged.inc({ outcome }, 0);
   for (const status of ['success', 'failed']) importsFinished.inc({ status }, 0);

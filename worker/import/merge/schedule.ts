@@ -1,5 +1,5 @@
 import { MERGE_ROWS_PER_SECOND } from '../../../src/imports/retry-after';
-import { countMerged } from '../../../src/metrics/import-pipeline';
+import { countMerged, importMergeRest } from '../../../src/metrics/import-pipeline';
 import { runBatch, type Merge, type Outcome } from './batch';
 
 /**
@@ -72,6 +72,7 @@ export async function mergeBatches(
       done = outcome.hi;
       const { percentComplete, counts, pacing } = outcome;
       countMerged(counts);
+      importMergeRest.inc(pacing.restedMs / 1000);
       // Paced (the API was busy): how many pieces, and how long the batch rested between them.
       const paced = pacing.pieces > 0 ? { pacedPieces: pacing.pieces, restedMs: pacing.restedMs } : {};
       p.log('import merge batch', { importId: job.id, checkpoint: done, percentComplete, ...counts, ...paced });
