@@ -12,8 +12,9 @@ const RACE_RETRIES = 3;
  * Rows of one statement while the API is busy (Pipeline.apiBusy): the batch, still one
  * transaction, goes in pieces this big, each followed by a rest of `pace` times its own time.
  * Measured with bench step `mixed` at 1M rows (another account's GET/POST/PATCH p99 while import
- * A merges, over idle): whole batches ×4.5-6.9; pieces of 10,000 and rests of 2×: ×2.1-2.3; pieces
- * of 5,000 and rests of 4×: ×1.7-1.9, the merge then ~5× slower while the API stays busy.
+ * A merges, over idle): whole batches ×4.5-6.9; always in pieces of 10,000 with rests of 2×:
+ * ×2.1-2.3; of 5,000 with rests of 4×: ×1.7-1.9; so, only while the API says it is busy: ×1.3-1.4,
+ * the merge then ~5× slower (bench/README.md, session 9).
  */
 export const PACED_ROWS = 5_000;
 
