@@ -17,7 +17,7 @@ export interface Config {
   /** Merge batches of one import in flight at once, each on its own PostgreSQL backend. */
   readonly importMergeConcurrency: number;
   /**
-   * Requests a second (over 250 ms) at or above which an API process tells the workers it is busy,
+   * Requests a second (counted over 100 ms windows) at or above which an API process tells the workers it is busy,
    * so that merges pace themselves (src/imports/api-load.ts); 0: it never does.
    */
   readonly importYieldRps: number;
