@@ -382,6 +382,102 @@ describe('the file read again through the parser, and other files', () => {
   });
 });
 
+describe('the duplicate rows, found while the merge runs', () => {
+  /** An import of `rows`, uploaded and run until its dedupe has committed: the run gives way before its merge. */
+  async function dedupedImport(a: Account, rows: string[]) {
+    const res = await t.call('POST', '/v1/contact-imports', {
+      key: a.key,
+      body: { columns: COLUMNS, duplicateContactStrategy: 'overwrite' },
+    });
+    expect((await put(new Request(res.body.uploadUrl, { method: 'PUT', body: file(rows) }))).status).toBe(200);
+    const id: string = res.body.id;
+    const logs: { msg: string; fields?: any }[] = [];
+    const config = loadConfig({ IMPORT_BATCH_SIZE: '3', DATA_DIR: dir, STORAGE_DRIVER: 'local' });
+    const deps = {
+      sql: t.db.sql,
+      storage: store,
+      config,
+      log: (msg: string, fields?: object) => logs.push({ msg, fields }),
+    };
+    const deduped = () => logs.some((l) => l.msg === 'import deduplicated');
+    expect(await runImport({ ...deps, giveWay: deduped }, a.id, id)).toBe('yielded');
+    expect((await loadImport(t.db.sql, a.id, id))?.phase).toBe('merge');
+    return { id, logs, run: () => runImport(deps, a.id, id) };
+  }
+  const hex = (id: string) => id.replaceAll('-', '');
+  const rowsKept = async (id: string) =>
+    (await t.db.sql<{ kept: boolean }[]>`select to_regclass(${'import_rows_' + hex(id)}) is not null as kept`)[0]!.kept;
+  const duplicatesRecorded = async (id: string) =>
+    Number(
+      (
+        await t.db.sql.unsafe<{ n: string }[]>(
+          `select count(*) as n from import_rejects_${hex(id)} where reason = 'duplicate_in_file'`,
+        )
+      )[0]!.n,
+    );
+  const rows = ROWS.filter(([, reason]) => !['seed_address', 'disabled_contact', 'unchanged'].includes(reason!));
+
+  test('a run stopped after its dedupe: none recorded, the rows kept; the next run records them', async () => {
+    const a = await account();
+    const { id, logs, run } = await dedupedImport(
+      a,
+      rows.map((r) => r[0]),
+    );
+    expect(await rowsKept(id)).toBe(true);
+    expect(await duplicatesRecorded(id)).toBe(0);
+
+    expect(await run()).toBe('ended');
+    expect(logs.find((l) => l.msg === 'import duplicate rows recorded')?.fields).toMatchObject({
+      importId: id,
+      rows: 2,
+    });
+    expect(await rowsKept(id)).toBe(false);
+    const { lines } = await report(a, id);
+    const want = expected(rows);
+    expect(lines.map((l) => [l[0], l[1], l[2], l[3]!.length > 0])).toEqual(
+      want.map((w) => [w.row, w.reason, w.column, true]),
+    );
+    const imported = 'Row 13 has the same email address and was imported instead (the last row of an email wins).';
+    expect(lines.filter((l) => l[1] === 'duplicate_in_file').map((l) => [l[0], l[3]])).toEqual([
+      ['11', imported],
+      ['12', imported],
+    ]);
+    expect(await getImport(a, id)).toMatchObject({ status: 'success', duplicateInFileCount: 2, malformedCount: 12 });
+  });
+
+  test('staged rows lost before they were found: the file is read again, the report exact', async () => {
+    const a = await account();
+    const { id, logs, run } = await dedupedImport(
+      a,
+      rows.map((r) => r[0]),
+    );
+    await t.db.sql.unsafe(`drop table import_rows_${hex(id)}`);
+    expect(await run()).toBe('ended');
+    expect(logs.find((l) => l.msg === 'import staging lost; reading the file again')?.fields).toMatchObject({
+      importId: id,
+      from: 'merge',
+    });
+    const { lines } = await report(a, id);
+    expect(lines.map((l) => [l[0], l[1], l[2]])).toEqual(expected(rows).map((w) => [w.row, w.reason, w.column]));
+    expect(await getImport(a, id)).toMatchObject({
+      status: 'success',
+      duplicateInFileCount: 2,
+      malformedCount: 12,
+      addedCount: 3,
+    });
+  });
+
+  test('a file without repeated emails: the dedupe drops its staged rows at once, and no scan runs', async () => {
+    const a = await account();
+    const { id, logs, run } = await dedupedImport(a, ['one@example.com,,A,1,no,,', 'bad,,B,1,no,,']);
+    expect(await rowsKept(id)).toBe(false);
+    expect(await run()).toBe('ended');
+    expect(logs.some((l) => l.msg === 'import duplicate rows recorded')).toBe(false);
+    const { lines } = await report(a, id);
+    expect(lines.map((l) => [l[0], l[1]])).toEqual([['2', 'invalid_email']]);
+  });
+});
+
 describe('no report', () => {
   test('an import that rejected nothing has no rejectedRowsUrl and its report is a 404', async () => {
     const a = await account();

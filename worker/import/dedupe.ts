@@ -1,5 +1,4 @@
 import { backToRead, dedupeDone } from '../../src/imports/lifecycle';
-import { recordDuplicates } from './rejects';
 import { partSizes, stagingTables, type MergePart, type StagingTables } from './staging';
 import { StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
 
@@ -37,7 +36,6 @@ export async function dedupePhase(p: Pipeline): Promise<Step> {
     rowCount: counts.kept,
     duplicateInFile: counts.staged - counts.kept,
     rebuilt: counts.rebuilt,
-    duplicatesMs: counts.duplicatesMs,
   });
   if (!counts.moved) return { phase: 'stopped' }; // failed by another hand meanwhile
   // A rebuilt merge table goes on from the checkpoint the merge under way committed.
@@ -50,8 +48,6 @@ interface DedupeCounts {
   rebuilt: boolean;
   /** whether the import moved on to its merge (not when it stopped being a running dedupe) */
   moved: boolean;
-  /** how long recording the duplicate rows took (the rejected-rows report on) */
-  duplicatesMs?: number;
 }
 
 async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
@@ -69,63 +65,23 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
   if (staged < 0 || present!.any !== staged > 0)
     throw new StagingLostError(`staged rows of import ${job.id} were lost`);
 
-  // The duplicate rows of the report (when it is on) are looked for beside the parts when the
-  // read's repeats say there are some; otherwise after them, and only when dedupe dropped rows.
-  const report = staging?.rejects_recorded === true;
-  const early = report && (await likelyDuplicates(p, t, staged)) ? timed(recordDuplicates(p.sql, t)) : undefined;
   // The parts at the same time, each on its own connection and committed on its own. Until the
   // commit below moves the import to `merge`, a rerun builds them all again from the raw rows.
-  const built = await Promise.allSettled([...t.parts.map((part) => buildPart(p, t.rows, part)), early]);
+  const built = await Promise.allSettled(t.parts.map((part) => buildPart(p, t.rows, part)));
   const failed = built.find((r) => r.status === 'rejected');
   if (failed) throw (failed as PromiseRejectedResult).reason;
-  const kept = built.slice(0, t.parts.length).reduce((sum, r) => sum + (r as PromiseFulfilledResult<number>).value, 0);
+  const kept = built.reduce((sum, r) => sum + (r as PromiseFulfilledResult<number>).value, 0);
   if (rebuilt && kept !== Number(job.rowCount)) {
     throw new Error(`import ${job.id}: the file read again deduplicates to ${kept} rows, not ${job.rowCount}`);
   }
-  let duplicatesMs: number | undefined;
-  if (report) {
-    if (early) duplicatesMs = await early;
-    else duplicatesMs = staged > kept ? await timed(recordDuplicates(p.sql, t)) : 0;
-    await checkDuplicates(p, t, staged - kept);
-  }
-
+  // The report's duplicate rows are found in the staged rows while the merge runs (duplicates.ts),
+  // which drops them after; without duplicates (or the report) nothing needs them any more.
+  const keepRows = staging?.rejects_recorded === true && staged > kept;
   return p.sql.begin(async (tx) => {
     const moved = await dedupeDone(tx, job.accountId, job.id, { staged, kept, rebuilt });
-    await tx.unsafe(`drop table ${t.rows}`);
-    return { staged, kept, rebuilt, moved, duplicatesMs };
+    if (!keepRows) await tx.unsafe(`drop table ${t.rows}`);
+    return { staged, kept, rebuilt, moved };
   });
-}
-
-/**
- * The repeats filter (repeats.ts) is sized for at most 1% false hits: more repeats than that means
- * the file repeats emails, and the scan for the duplicate rows can start before dedupe says so.
- * Beside the parts it costs about half its time (0.36-0.40 s per 1M rows alone; the machine's two
- * cores are busy with the parts); a file that turns out clean would pay that for nothing.
- */
-const LIKELY_REPEATS_SHARE = 0.01;
-
-async function likelyDuplicates(p: Pipeline, t: StagingTables, staged: number): Promise<boolean> {
-  const [r] = await p.sql.unsafe<{ n: number }[]>(`select count(*)::int8 as n from ${t.repeats}`);
-  return Number(r!.n) > staged * LIKELY_REPEATS_SHARE;
-}
-
-/** How long `work` takes from now, in whole ms. */
-async function timed(work: Promise<unknown>): Promise<number> {
-  const started = performance.now();
-  await work;
-  return Math.round(performance.now() - started);
-}
-
-/**
- * The duplicate rows were recorded by another route than dedupe's (worker/import/rejects.ts): both
- * must agree, or the report would not add up to duplicateInFileCount.
- */
-async function checkDuplicates(p: Pipeline, t: StagingTables, duplicates: number): Promise<void> {
-  const [r] = await p.sql.unsafe<{ n: number }[]>(
-    `select count(*)::int8 as n from ${t.rejects} where reason = 'duplicate_in_file'`,
-  );
-  if (Number(r!.n) !== duplicates)
-    throw new Error(`import ${p.job.id}: ${r!.n} duplicate rows recorded, but dedupe dropped ${duplicates}`);
 }
 
 /**
@@ -179,7 +135,7 @@ export async function ensureStaged(p: Pipeline, merge: MergeProgress): Promise<S
   return { phase: 'read' };
 }
 
-async function stagingLost(p: Pipeline, from: 'dedupe' | 'merge'): Promise<void> {
+export async function stagingLost(p: Pipeline, from: 'dedupe' | 'merge'): Promise<void> {
   const { job } = p;
   await backToRead(p.sql, job.accountId, job.id, from);
   p.log('import staging lost; reading the file again', { importId: job.id, from, checkpoint: job.checkpoint });

@@ -9,7 +9,6 @@ import { dedupePhase, ensureStaged } from './dedupe';
 import { cleanup, finishPhase } from './finish';
 import { mergePhase } from './merge';
 import { readPhase } from './read';
-import { ReportDraft } from './report';
 import {
   ImportBusyError,
   ImportFileError,
@@ -183,8 +182,7 @@ async function runPhases(p: Pipeline): Promise<Step> {
       p.log('import gives way', { importId: p.job.id, before: step.phase });
       return { phase: 'yielded' };
     }
-    if (step.phase === 'merge') p.reportDraft ??= new ReportDraft(p);
-    else if (step.phase === 'read' && p.reportDraft) {
+    if (step.phase === 'read' && p.reportDraft) {
       // Back to the read (its staging was lost): what was rejected is recorded anew.
       await p.reportDraft.discard();
       p.reportDraft = undefined;

@@ -1,9 +1,12 @@
 import { MERGE_ROWS_PER_SECOND } from '../../src/imports/retry-after';
+import { stagingLost } from './dedupe';
+import { recordDuplicatesOnce } from './duplicates';
 import { withAccountHold } from './merge/account-hold';
 import type { Part } from './merge/batch';
 import { mergeBatches } from './merge/schedule';
 import { partStatements } from './merge/sql-files';
 import { rejectsTableDdl } from './rejects';
+import { ReportDraft } from './report';
 import { partSizes, stagingTables } from './staging';
 import { loadReportFacts, StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
 
@@ -18,11 +21,17 @@ import { loadReportFacts, StagingLostError, type MergeProgress, type Pipeline, t
  * The import's seq runs through the merge table's parts in order (dedupe.ts); every batch but the
  * last is exactly `batchSize` rows of that order, so `percentComplete` moves in the spec's steps,
  * and a batch that meets a part's end goes on into the next part.
+ *
+ * Beside the batches, the report's duplicate rows are recorded (duplicates.ts) and the report is
+ * drafted after them (report.ts); the phase ends when both its batches and that scan have.
  */
 export async function mergePhase(p: Pipeline, merge: MergeProgress): Promise<Step> {
   const { job } = p;
   const { rowCount, checkpoint } = merge;
-  if (checkpoint >= rowCount) return { phase: 'finish' };
+  if (checkpoint >= rowCount) {
+    await recordDuplicatesOnce(p).catch((e: unknown) => readAgainIfLost(p, e));
+    return { phase: 'finish' };
+  }
   const sizes = await partSizes(p.sql, job.id);
   if (!sizes || sizes.reduce((a, b) => a + b, 0) !== rowCount) {
     throw new StagingLostError(`the merge table of import ${job.id} does not hold its ${rowCount} rows`);
@@ -39,9 +48,21 @@ export async function mergePhase(p: Pipeline, merge: MergeProgress): Promise<Ste
     offset += size;
   }
 
+  const duplicates = recordDuplicatesOnce(p);
+  p.reportDraft ??= new ReportDraft(p, duplicates);
   const seconds = Math.ceil((rowCount - checkpoint) / MERGE_ROWS_PER_SECOND);
-  const merged = await withAccountHold(p, seconds, () =>
+  const batches = withAccountHold(p, seconds, () =>
     mergeBatches({ p, rowCount, parts, recordSkips: rejectsRecorded }, checkpoint, Math.max(1, p.mergeConcurrency)),
   );
-  return merged === 'merged' ? { phase: 'finish' } : { phase: merged };
+  // Both run to their end before the phase returns or throws: nothing of this run may go on after it.
+  const [merged, scanned] = await Promise.allSettled([batches, duplicates]);
+  if (merged.status === 'rejected') throw merged.reason;
+  if (scanned.status === 'rejected') await readAgainIfLost(p, scanned.reason);
+  return merged.value === 'merged' ? { phase: 'finish' } : { phase: merged.value };
+}
+
+/** Staged rows lost before the duplicate rows were found: the import goes back to its read. Throws `e`. */
+async function readAgainIfLost(p: Pipeline, e: unknown): Promise<never> {
+  if (e instanceof StagingLostError) await stagingLost(p, 'merge');
+  throw e;
 }

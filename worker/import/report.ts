@@ -84,15 +84,21 @@ export async function writeReport(p: Pipeline): Promise<RejectedRowsReport | und
  * `skip`, `keep` or disabled contacts), and then the finish only stores this file: the walk of the
  * file (0.2-0.3 s per 1M rows) is done while the merge's statements run in PostgreSQL, not after.
  * When the merge did reject rows, the finish writes the report anew. Never needed for correctness:
- * a draft that failed or does not match is dropped.
+ * a draft that failed or does not match is dropped. It starts once `before` (the recording of the
+ * duplicate rows, worker/import/duplicates.ts) has ended, so it holds every row rejected before the merge.
  */
 export class ReportDraft {
   private readonly file: Promise<ReportFile | undefined>;
   private readonly abort = new AbortController();
   private taken = false;
 
-  constructor(p: Pipeline) {
-    this.file = draft(p, this.abort.signal).catch((e: unknown) => {
+  constructor(p: Pipeline, before: Promise<unknown> = Promise.resolve()) {
+    // A failed `before` fails its phase, which says why: no draft then.
+    const drafted = before.then(
+      () => draft(p, this.abort.signal),
+      () => undefined,
+    );
+    this.file = drafted.catch((e: unknown) => {
       if (this.abort.signal.aborted) p.log('import rejected-rows report draft stopped', { importId: p.job.id });
       else
         p.log('import rejected-rows report draft failed; the finish writes it', {
@@ -124,6 +130,7 @@ export class ReportDraft {
 }
 
 async function draft(p: Pipeline, signal: AbortSignal): Promise<ReportFile | undefined> {
+  signal.throwIfAborted();
   const facts = await loadReportFacts(p.sql, p.job);
   // Nothing rejected before the merge: a walk of the whole file for no line.
   if (!facts.rejectsRecorded || !p.job.objectKey || (await recordedLines(p)) === 0) return undefined;

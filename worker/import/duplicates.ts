@@ -1,0 +1,57 @@
+import { recordDuplicates } from './rejects';
+import { stagingTables } from './staging';
+import { StagingLostError, type Pipeline } from './state';
+
+/**
+ * The duplicate rows of the rejected-rows report, recorded while the merge runs (merge.ts starts
+ * this beside its batches; the report's draft waits for it), after which the staged rows it scans
+ * are dropped. Beside the dedupe's parts, which keep both cores busy, the scan added 0.2 s to a
+ * 1M-row file's import; the merge's backends leave room (they wait on the worker between
+ * statements). The dedupe phase keeps the staged rows for it when it dropped rows and the report is on.
+ *
+ * Whether a run recorded them is derived, not stored: the import's duplicateInFileCount (committed
+ * by the dedupe) against the `duplicate_in_file` rows of its rejects. recordDuplicates writes them
+ * all in one commit, so the two are equal exactly when the scan is done, and a run killed before
+ * that scans again from the kept rows. A read that starts over forgets them (forgetRead) and the
+ * dedupe after it keeps the rows again. Returns how many rows were recorded by this call.
+ */
+export async function recordDuplicatesOnce(p: Pipeline): Promise<number> {
+  const { sql, job } = p;
+  const t = stagingTables(job.id);
+  const [row] = await sql<{ recorded: boolean; duplicates: string | null }[]>`
+    select rejects_recorded as recorded, duplicate_in_file_count as duplicates
+    from contact_imports where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
+  const expected = Number(row?.duplicates ?? 0);
+  if (row?.recorded && expected > 0 && (await recorded(p, t.rejects)) !== expected) {
+    const [present] = await sql<{ kept: boolean }[]>`select to_regclass(${t.rows}) is not null as kept`;
+    // Dropped only after the scan's commit; an empty table is a PostgreSQL crash (see ensureStaged).
+    if (!present?.kept || !(await hasRows(p, t.rows))) {
+      throw new StagingLostError(`the staged rows of import ${job.id} were lost before its duplicate rows were found`);
+    }
+    const started = performance.now();
+    const written = await recordDuplicates(sql, t);
+    if (written !== expected)
+      throw new Error(`import ${job.id}: ${written} duplicate rows found, but dedupe dropped ${expected}`);
+    p.log('import duplicate rows recorded', {
+      importId: job.id,
+      rows: written,
+      ms: Math.round(performance.now() - started),
+    });
+    await sql.unsafe(`drop table if exists ${t.rows}`);
+    return written;
+  }
+  await sql.unsafe(`drop table if exists ${t.rows}`);
+  return 0;
+}
+
+async function recorded(p: Pipeline, rejects: string): Promise<number> {
+  const [r] = await p.sql.unsafe<{ n: string }[]>(
+    `select count(*) as n from ${rejects} where reason = 'duplicate_in_file'`,
+  );
+  return Number(r!.n);
+}
+
+async function hasRows(p: Pipeline, rows: string): Promise<boolean> {
+  const [r] = await p.sql.unsafe<{ any: boolean }[]>(`select exists (select 1 from ${rows}) as any`);
+  return r!.any;
+}
