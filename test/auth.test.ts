@@ -3,7 +3,14 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ALL_SCOPES, type Scope } from '../src/auth/scopes';
 import { expectProblem, testApp, type Call, type TestApp } from './helpers/app';
-import { createAccount, createBrand, createKey, createSuppressionList } from './helpers/fixtures';
+import {
+  createAccount,
+  createBrand,
+  createKey,
+  createSuppressionList,
+  revokeKey,
+  suspendAccount,
+} from './helpers/fixtures';
 
 let t: TestApp;
 let brandId: string;
@@ -90,7 +97,7 @@ describe('Authentication', () => {
   test('a revoked key is 401', async () => {
     const key = await createKey(t.db.sql, t.accountId);
     expect((await t.call('GET', '/v1/brands', { key })).status).toBe(200);
-    await t.db.sql`update api_keys set revoked_at = now() where id = ${uuidOf(key)}`;
+    await revokeKey(t.db.sql, key);
     expect401(await t.call('GET', '/v1/brands', { key }));
   });
 
@@ -98,7 +105,7 @@ describe('Authentication', () => {
     const account = await createAccount(t.db.sql, 'Suspended');
     const key = await createKey(t.db.sql, account);
     expect((await t.call('GET', '/v1/brands', { key })).status).toBe(200);
-    await t.db.sql`update accounts set suspended_at = now() where id = ${account}`;
+    await suspendAccount(t.db.sql, account);
     const res = await t.call('GET', '/v1/brands', { key });
     expectProblem(res, 403, 'permission_error');
     expect((await t.call('GET', '/v1/contact-schema', { key })).status).toBe(403);
@@ -107,7 +114,7 @@ describe('Authentication', () => {
   test('a wrong secret for a suspended account is still 401 (the key is checked first)', async () => {
     const account = await createAccount(t.db.sql, 'Suspended 2');
     const key = await createKey(t.db.sql, account);
-    await t.db.sql`update accounts set suspended_at = now() where id = ${account}`;
+    await suspendAccount(t.db.sql, account);
     const { id, secret } = partsOf(key);
     expect401(await t.call('GET', '/v1/brands', { key: `ck_${id}_${secret.split('').reverse().join('')}` }));
   });
@@ -117,11 +124,6 @@ describe('Authentication', () => {
     expect401(await t.call('GET', '/v1', { key: null }));
   });
 });
-
-function uuidOf(key: string): string {
-  const hex = partsOf(key).id;
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-}
 
 describe('Scopes', () => {
   // Every endpoint family with the scope it needs. Routes other modules own may not exist yet; the
@@ -270,7 +272,7 @@ describe('Order of checks: key (401) → scope (403) → request shape (400) →
   test('a suspended account with a malformed query is 403', async () => {
     const account = await createAccount(t.db.sql, 'Suspended 3');
     const key = await createKey(t.db.sql, account);
-    await t.db.sql`update accounts set suspended_at = now() where id = ${account}`;
+    await suspendAccount(t.db.sql, account);
     expectProblem(await t.call('GET', '/v1/brands?page=0', { key }), 403, 'permission_error');
   });
 

@@ -3,8 +3,8 @@
 // keep the caches fresh, and GET, POST and PATCH cost one statement once the caches are warm.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { buildApp } from '../src/app';
-import { LiveCache } from '../src/auth/cache';
-import { connect, type Sql } from '../src/db';
+import { cacheChanged, LiveCache, type CachedTable } from '../src/auth/cache';
+import { connect, type Sql, type Tx } from '../src/db';
 import { expectProblem, testApp, type Call, type TestApp } from './helpers/app';
 import { createAccount, createAttribute, createKey } from './helpers/fixtures';
 import { md5 } from './contacts-support';
@@ -105,13 +105,28 @@ describe('round trips once the caches are warm', () => {
   });
 });
 
+/**
+ * A change made by hand in SQL, with cache_changed in its transaction as sql/migrations/
+ * 0006_cache_changes.sql asks of one (the admin CLI and the API do the same in code).
+ */
+const bySql = (account: string, what: CachedTable, change: (tx: Tx) => Promise<unknown>, keyId?: string) =>
+  t.db.sql.begin(async (tx) => {
+    await change(tx);
+    await cacheChanged(tx, account, what, keyId);
+  });
+async function keyBySql(key: string, change: (tx: Tx, id: string) => Promise<unknown>) {
+  const id = uuidOfKey(key);
+  const [row] = await t.db.sql<{ account_id: string }[]>`select account_id from api_keys where id = ${id}`;
+  await bySql(row!.account_id, 'api_keys', (tx) => change(tx, id), id);
+}
+
 describe('a change committed before a request is always seen (50 times each, caches warm every time)', () => {
   const ROUNDS = 50;
 
   test('a key revoked by SQL is 401 at once, on GET, POST and PATCH', async () => {
     for (let i = 0; i < ROUNDS; i++) {
       const { key, contact } = await warmKeyAndContact();
-      await t.db.sql`update api_keys set revoked_at = now() where id = ${uuidOfKey(key)}`;
+      await keyBySql(key, (tx, id) => tx`update api_keys set revoked_at = now() where id = ${id}`);
       const [get, post, patch] = [
         await call('GET', `/v1/contacts/${contact}`, key),
         await call('POST', '/v1/contacts', key, { email: fresh() }),
@@ -127,7 +142,7 @@ describe('a change committed before a request is always seen (50 times each, cac
   test('a key revoked by SQL is 401 at once even when the request is malformed (401 before 400)', async () => {
     for (let i = 0; i < ROUNDS; i++) {
       const { key } = await warmKeyAndContact();
-      await t.db.sql`update api_keys set revoked_at = now() where id = ${uuidOfKey(key)}`;
+      await keyBySql(key, (tx, id) => tx`update api_keys set revoked_at = now() where id = ${id}`);
       expectProblem(await call('POST', '/v1/contacts', key, { email: 'not an email' }), 401, 'authentication_error');
       expectProblem(await call('GET', '/v1/contacts/not-an-md5', key), 401, 'authentication_error');
       expectProblem(
@@ -142,7 +157,7 @@ describe('a change committed before a request is always seen (50 times each, cac
     for (let i = 0; i < ROUNDS; i++) {
       const account = await createAccount(t.db.sql, `Suspended ${i}`);
       const { key, contact } = await warmKeyAndContact(account);
-      await t.db.sql`update accounts set suspended_at = now() where id = ${account}`;
+      await bySql(account, 'accounts', (tx) => tx`update accounts set suspended_at = now() where id = ${account}`);
       expectProblem(await call('GET', `/v1/contacts/${contact}`, key), 403, 'permission_error');
       expectProblem(await call('POST', '/v1/contacts', key, { email: fresh() }), 403, 'permission_error');
       expectProblem(await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: {} }), 403, 'permission_error');
@@ -152,10 +167,10 @@ describe('a change committed before a request is always seen (50 times each, cac
   test('a scope removed by SQL is 403 at once; a secret changed by SQL is 401 at once', async () => {
     for (let i = 0; i < ROUNDS; i++) {
       const { key, contact } = await warmKeyAndContact();
-      await t.db.sql`update api_keys set scopes = array['contacts:write'] where id = ${uuidOfKey(key)}`;
+      await keyBySql(key, (tx, id) => tx`update api_keys set scopes = array['contacts:write'] where id = ${id}`);
       expectProblem(await call('GET', `/v1/contacts/${contact}`, key), 403, 'permission_error');
       expect((await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { city: 'ok' } })).status).toBe(200);
-      await t.db.sql`update api_keys set secret_sha256 = sha256('other') where id = ${uuidOfKey(key)}`;
+      await keyBySql(key, (tx, id) => tx`update api_keys set secret_sha256 = sha256('other') where id = ${id}`);
       expectProblem(
         await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { city: 'no' } }),
         401,
@@ -177,7 +192,11 @@ describe('a change committed before a request is always seen (50 times each, cac
       const patched = await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { [name]: i } });
       expect(patched.status).toBe(200);
       expect(patched.body.attributes[name]).toBe(i);
-      await t.db.sql`delete from schema_attributes where account_id = ${t.accountId} and name = ${name}`;
+      await bySql(
+        t.accountId,
+        'schema_attributes',
+        (tx) => tx`delete from schema_attributes where account_id = ${t.accountId} and name = ${name}`,
+      );
       expectProblem(
         await call('POST', '/v1/contacts', key, { email: fresh(), attributes: { [name]: 1 } }),
         400,
@@ -198,7 +217,11 @@ describe('a change committed before a request is always seen (50 times each, cac
     for (let i = 0; i < ROUNDS; i++) {
       await warm(key, `/v1/contacts/${contact}`);
       const type = i % 2 ? 'string' : 'email';
-      await t.db.sql`update schema_attributes set type = ${type} where account_id = ${t.accountId} and name = 'flip'`;
+      await bySql(
+        t.accountId,
+        'schema_attributes',
+        (tx) => tx`update schema_attributes set type = ${type} where account_id = ${t.accountId} and name = 'flip'`,
+      );
       const res = await call('PATCH', `/v1/contacts/${contact}`, key, { attributes: { flip: 'a@b.example' } });
       expect(res.status).toBe(200);
       // Email-type attributes come with derived keys; text attributes do not.
@@ -220,7 +243,7 @@ describe('notifications keep the caches fresh', () => {
 
   test('a revoked key is dropped from the cache without waiting for its TTL', async () => {
     const { key, contact } = await warmKeyAndContact();
-    await t.db.sql`update api_keys set revoked_at = now() where id = ${uuidOfKey(key)}`;
+    await keyBySql(key, (tx, id) => tx`update api_keys set revoked_at = now() where id = ${id}`);
     // Once the notification is in, the refusal costs only the key lookup: the cache no longer
     // vouches for the key, so no one-statement attempt is made first.
     await until(async () => {

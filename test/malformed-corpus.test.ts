@@ -4,7 +4,15 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { ALL_SCOPES, type Scope } from '../src/auth/scopes';
 import { problemOf, serveTestApi, type RawAnswer, type ServedApi } from './helpers/api-server';
-import { createAccount, createAttribute, createBrand, createKey, createSuppressionList } from './helpers/fixtures';
+import {
+  createAccount,
+  createAttribute,
+  createBrand,
+  createKey,
+  createSuppressionList,
+  revokeKey,
+  suspendAccount,
+} from './helpers/fixtures';
 import { malformedCorpus, type CorpusCase, type CorpusContext, type Expected } from './helpers/malformed-corpus';
 import { DOCS_URL } from './helpers/app';
 
@@ -35,10 +43,10 @@ beforeAll(async () => {
       ALL_SCOPES.filter((s) => s !== scope),
     );
   const revokedKey = await createKey(sql, api.accountId);
-  await sql`update api_keys set revoked_at = now() where id = ${revokedKey.split('_')[1]!}`;
+  await revokeKey(sql, revokedKey);
   const suspended = await createAccount(sql, 'Suspended corpus account');
   const suspendedKey = await createKey(sql, suspended);
-  await sql`update accounts set suspended_at = now() where id = ${suspended}`;
+  await suspendAccount(sql, suspended);
   const [, id] = api.key.split('_');
   // An upload link of an import that exists (the corpus only ever sends it malformed or misused).
   const created = await fetch(`http://127.0.0.1:${api.port}/v1/contact-imports`, {

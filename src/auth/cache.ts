@@ -1,4 +1,4 @@
-import type { Sql } from '../db';
+import type { AnySql, Sql } from '../db';
 import { errorFields, log } from '../log';
 
 /**
@@ -13,7 +13,7 @@ import { errorFields, log } from '../log';
  *
  * So a cached entry carries the account's counter from cache_versions (sql/migrations/
  * 0002_cache_invalidation.sql) read in the same snapshot as the entry; every change of the account,
- * of one of its keys or of its schema moves that counter in the changing transaction. A request
+ * of one of its keys or of its schema moves that counter in the changing transaction (cacheChanged). A request
  * served from the cache does its work in one statement that reads the counter again and does
  * nothing unless it is unchanged (src/contacts/fast-path.ts). That statement's snapshot is taken
  * after the request arrived, hence after any change the client committed before sending it, so the
@@ -80,6 +80,19 @@ export class LiveCache<V> {
     this.generation++;
     this.entries.clear();
   }
+}
+
+/** What changed: a key of an account (keyId names it), the account row, or its custom attributes. */
+export type CachedTable = 'api_keys' | 'accounts' | 'schema_attributes';
+
+/**
+ * Every writer of a cached row calls this in the transaction of its change (the admin CLI, the
+ * API's schema changes): it moves the account's counter, so no cache trusts the old row from the
+ * commit on, and notifies the listening processes (sql/migrations/0006_cache_changes.sql). A
+ * database function, so that a change made by hand in SQL can call it too.
+ */
+export async function cacheChanged(sql: AnySql, accountId: string, what: CachedTable, keyId?: string): Promise<void> {
+  await sql`select cache_changed(${accountId}::uuid, ${what}, ${keyId ?? null}::uuid)`;
 }
 
 export interface Invalidation {

@@ -1,3 +1,4 @@
+import { cacheChanged } from '../auth/cache';
 import type { Sql } from '../db';
 import { withSchemaChangeHold } from '../contacts/write-guard';
 import { isObjectInternalName, PREDEFINED, type AttributeType, type SchemaAttribute } from './service';
@@ -34,6 +35,7 @@ export async function createAttribute(sql: Sql, accountId: string, a: SchemaAttr
       await tx`
         insert into schema_attributes (account_id, name, type, description)
         values (${accountId}, ${a.name}, ${a.type}, ${a.description ?? null})`;
+      await cacheChanged(tx, accountId, 'schema_attributes');
     });
   } catch (err) {
     if ((err as { code?: string }).code === '23505') {

@@ -1,5 +1,6 @@
 import type { Sql } from '../../src/db';
-import { newKey } from '../../src/auth/keys';
+import { cacheChanged } from '../../src/auth/cache';
+import { newKey, parseKey } from '../../src/auth/keys';
 import { ALL_SCOPES } from '../../src/auth/scopes';
 
 /** Direct-SQL fixtures: the test subject is the HTTP API, not the admin CLI. */
@@ -10,10 +11,31 @@ export async function createAccount(sql: Sql, name = 'Test account'): Promise<st
 
 export async function createKey(sql: Sql, accountId: string, scopes: readonly string[] = ALL_SCOPES): Promise<string> {
   const k = newKey();
-  await sql`
-    insert into api_keys (account_id, id, secret_sha256, scopes)
-    values (${accountId}, ${k.id}, ${k.secretSha256}, ${sql.array([...scopes])})`;
+  await sql.begin(async (tx) => {
+    await tx`
+      insert into api_keys (account_id, id, secret_sha256, scopes)
+      values (${accountId}, ${k.id}, ${k.secretSha256}, ${tx.array([...scopes])})`;
+    await cacheChanged(tx, accountId, 'api_keys', k.id);
+  });
   return k.key;
+}
+
+/** Revokes a key (ck_<id>_<secret>) as the admin CLI does: with cache_changed in its transaction. */
+export async function revokeKey(sql: Sql, key: string): Promise<void> {
+  const id = parseKey(key)!.id;
+  await sql.begin(async (tx) => {
+    const [row] = await tx<{ account_id: string }[]>`
+      update api_keys set revoked_at = now() where id = ${id} returning account_id`;
+    await cacheChanged(tx, row!.account_id, 'api_keys', id);
+  });
+}
+
+/** Suspends an account as the admin CLI does: with cache_changed in its transaction. */
+export async function suspendAccount(sql: Sql, accountId: string): Promise<void> {
+  await sql.begin(async (tx) => {
+    await tx`update accounts set suspended_at = now() where id = ${accountId}`;
+    await cacheChanged(tx, accountId, 'accounts');
+  });
 }
 
 export async function createBrand(
@@ -36,9 +58,12 @@ export async function createAttribute(
   type: string,
   description?: string,
 ): Promise<void> {
-  await sql`
-    insert into schema_attributes (account_id, name, type, description)
-    values (${accountId}, ${name}, ${type}, ${description ?? null})`;
+  await sql.begin(async (tx) => {
+    await tx`
+      insert into schema_attributes (account_id, name, type, description)
+      values (${accountId}, ${name}, ${type}, ${description ?? null})`;
+    await cacheChanged(tx, accountId, 'schema_attributes');
+  });
 }
 
 export async function createSuppressionList(

@@ -1,3 +1,4 @@
+import { cacheChanged } from '../../auth/cache';
 import type { Sql } from '../../db';
 import { AdminError, type Command, nameFlag, parseFlags, REQUIRED, uuidFlag } from './args';
 
@@ -28,7 +29,10 @@ export const accountCommands: Record<string, Command> = {
       return async (sql) => {
         await requireAccount(sql, accountId);
         // Suspending again keeps the first suspension time.
-        await sql`update accounts set suspended_at = coalesce(suspended_at, now()) where id = ${accountId}`;
+        await sql.begin(async (tx) => {
+          await tx`update accounts set suspended_at = coalesce(suspended_at, now()) where id = ${accountId}`;
+          await cacheChanged(tx, accountId, 'accounts');
+        });
         return { id: accountId, suspended: true };
       };
     },

@@ -1,3 +1,4 @@
+import { cacheChanged } from '../../auth/cache';
 import { newKey } from '../../auth/keys';
 import { ALL_SCOPES, isScope, type Scope } from '../../auth/scopes';
 import type { Sql, Tx } from '../../db';
@@ -11,16 +12,16 @@ export interface CreatedKey {
   scopes: Scope[];
 }
 
-export async function createKey(
-  sql: Sql | Tx,
-  accountId: string,
-  scopes: readonly Scope[] = ALL_SCOPES,
-): Promise<CreatedKey> {
+export async function createKey(sql: Sql | Tx, accountId: string, scopes: readonly Scope[] = ALL_SCOPES) {
   const { id, key, secretSha256 } = newKey();
-  await sql`
-    insert into api_keys (account_id, id, secret_sha256, scopes)
-    values (${accountId}, ${id}, ${secretSha256}, ${sql.array([...scopes])})`;
-  return { id, key, scopes: [...scopes] };
+  const insert = async (tx: Tx) => {
+    await tx`
+      insert into api_keys (account_id, id, secret_sha256, scopes)
+      values (${accountId}, ${id}, ${secretSha256}, ${tx.array([...scopes])})`;
+    await cacheChanged(tx, accountId, 'api_keys', id);
+  };
+  await ('begin' in sql ? sql.begin(insert) : insert(sql));
+  return { id, key, scopes: [...scopes] } satisfies CreatedKey;
 }
 
 /** `a,b` (spaces and repeats tolerated); unknown scopes are refused with the valid list. */
@@ -63,11 +64,15 @@ export const keyCommands: Record<string, Command> = {
       return async (sql) => {
         if (accountId) await requireAccount(sql, accountId);
         // Revoking again keeps the first revocation time.
-        const [row] = await sql`
-          update api_keys set revoked_at = coalesce(revoked_at, now())
-          where id = ${keyId} ${accountId ? sql`and account_id = ${accountId}` : sql``}
-          returning id`;
-        if (!row) throw new AdminError(`no key ${keyId}${accountId ? ` in account ${accountId}` : ''}`);
+        const revoked = await sql.begin(async (tx) => {
+          const [row] = await tx<{ account_id: string }[]>`
+            update api_keys set revoked_at = coalesce(revoked_at, now())
+            where id = ${keyId} ${accountId ? tx`and account_id = ${accountId}` : tx``}
+            returning account_id`;
+          if (row) await cacheChanged(tx, row.account_id, 'api_keys', keyId);
+          return row !== undefined;
+        });
+        if (!revoked) throw new AdminError(`no key ${keyId}${accountId ? ` in account ${accountId}` : ''}`);
         return { id: keyId, revoked: true };
       };
     },
