@@ -9,6 +9,13 @@ export interface Config {
   readonly databaseUrl: string | undefined;
   readonly redisUrl: string | undefined;
   readonly dataDir: string;
+  /**
+   * Without DATABASE_URL: how many Citus workers the embedded database has (0: one plain PostgreSQL;
+   * N: a coordinator and N workers under DATA_DIR/citus, src/embedded/citus.ts).
+   */
+  readonly citusWorkers: number;
+  /** A Citus release source tarball, built and installed when PostgreSQL lacks Citus. */
+  readonly citusSrc: string | undefined;
   readonly docsUrl: string;
   readonly bodyLimitBytes: number;
   readonly databasePoolSize: number;
@@ -134,6 +141,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     databaseUrl: nonEmpty(env, 'DATABASE_URL'),
     redisUrl: nonEmpty(env, 'REDIS_URL'),
     dataDir,
+    citusWorkers: int(env, 'CITUS_WORKERS', 0, 0, 16),
+    citusSrc: nonEmpty(env, 'CITUS_SRC') && resolve(nonEmpty(env, 'CITUS_SRC')!),
     docsUrl: (nonEmpty(env, 'DOCS_URL') ?? 'https://docs.contacts.example').replace(/\/+$/, ''),
     bodyLimitBytes: int(env, 'BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 500),

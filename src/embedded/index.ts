@@ -3,5 +3,6 @@
 // Each service is reused while it runs; stop() only stops what this caller started.
 export type { LocalService } from './ports';
 export { freePort } from './ports';
+export { ensureLocalCitus } from './citus';
 export { ensureLocalPostgres } from './postgres';
 export { ensureLocalRedis } from './redis';

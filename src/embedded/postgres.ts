@@ -1,7 +1,7 @@
 // Embedded PostgreSQL for dev, tests and CI when no DATABASE_URL is set: one cluster per data
 // directory, started with pg_ctl (so it outlives its starter and can be shared) and reused while it runs.
 import { existsSync, readdirSync } from 'node:fs';
-import { chmod, chown, mkdir, readFile, readdir, rename, rm, rmdir, stat } from 'node:fs/promises';
+import { chmod, chown, mkdir, readFile, readdir, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import postgres from 'postgres';
 import { freePort, isPortOpen, pidAlive, procName, run, sleep, tail, withLock, type LocalService } from './ports';
@@ -26,14 +26,14 @@ const SETTINGS: Record<string, string> = {
 const DATABASE = 'contacts';
 const PG_USER = 'postgres';
 const isRoot = () => process.getuid?.() === 0;
-const urlFor = (port: number) => `postgres://${PG_USER}@127.0.0.1:${port}/${DATABASE}`;
+export const urlFor = (port: number, database = DATABASE) => `postgres://${PG_USER}@127.0.0.1:${port}/${database}`;
 const shellQuote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
 
 /** Runs a PostgreSQL binary, as the postgres OS user when we are root (the server refuses to run as root). */
-const pgRun = (bin: string, args: string[]) =>
+export const pgRun = (bin: string, args: string[]) =>
   run(isRoot() ? ['runuser', '-u', PG_USER, '--', bin, ...args] : [bin, ...args]);
 
-async function findBinDir(): Promise<string> {
+export async function findBinDir(): Promise<string> {
   const cfg = await run(['pg_config', '--bindir']);
   // pg_config may come from libpq-dev alone, pointing at a version without server binaries
   if (cfg.code === 0 && existsSync(join(cfg.out, 'initdb'))) return cfg.out;
@@ -131,10 +131,17 @@ async function initCluster(bin: string, dir: string, owner: { uid: number; gid: 
   await rename(tmp, dir);
 }
 
-async function startCluster(bin: string, dir: string, log: (msg: string) => void): Promise<number> {
+async function startCluster(
+  bin: string,
+  dir: string,
+  settings: Record<string, string>,
+  log: (msg: string) => void,
+  preferredPort?: number,
+): Promise<number> {
   for (let attempt = 1; ; attempt++) {
-    const port = await freePort();
-    const conf = { ...SETTINGS, port: String(port), listen_addresses: '127.0.0.1', unix_socket_directories: dir };
+    const port =
+      attempt === 1 && preferredPort && !(await isPortOpen(preferredPort)) ? preferredPort : await freePort();
+    const conf = { ...settings, port: String(port), listen_addresses: '127.0.0.1', unix_socket_directories: dir };
     // pg_ctl hands -o to /bin/sh, hence the quoting
     const opts = Object.entries(conf)
       .map(([k, v]) => `-c ${k}=${shellQuote(v)}`)
@@ -150,7 +157,7 @@ async function startCluster(bin: string, dir: string, log: (msg: string) => void
   }
 }
 
-async function createDatabase(port: number): Promise<void> {
+export async function createDatabase(port: number, database = DATABASE): Promise<void> {
   const sql = postgres({
     host: '127.0.0.1',
     port,
@@ -160,9 +167,9 @@ async function createDatabase(port: number): Promise<void> {
     onnotice: () => {},
   });
   try {
-    const found = await sql`select 1 from pg_database where datname = ${DATABASE}`;
+    const found = await sql`select 1 from pg_database where datname = ${database}`;
     if (found.length === 0) {
-      await sql.unsafe(`create database ${DATABASE}`).catch((e: { code?: string }) => {
+      await sql.unsafe(`create database ${database}`).catch((e: { code?: string }) => {
         if (e.code !== '42P04') throw e; // 42P04 duplicate_database: someone else was quicker
       });
     }
@@ -186,15 +193,37 @@ export async function ensureLocalPostgres(opts: {
   dataDir: string;
   log?: (msg: string) => void;
 }): Promise<LocalService> {
+  const node = await ensureCluster({ dataDir: opts.dataDir, name: 'postgres', settings: SETTINGS, log: opts.log });
+  return { url: urlFor(node.port), startedByUs: node.startedByUs, stop: node.stop };
+}
+
+/** One running PostgreSQL server of this machine: its port, and stop() for what this call started. */
+export interface LocalCluster {
+  port: number;
+  startedByUs: boolean;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts (or reuses) the PostgreSQL cluster in `${dataDir}/${name}` with `settings`, and makes sure
+ * database `contacts` exists. A cluster started again takes the port it had when it can, and another
+ * free one when that is taken (a caller that must know, like the Citus coordinator, compares).
+ */
+export async function ensureCluster(opts: {
+  dataDir: string;
+  name: string;
+  settings: Record<string, string>;
+  log?: (msg: string) => void;
+}): Promise<LocalCluster> {
   const log = opts.log ?? (() => {});
-  const dir = join(opts.dataDir, 'postgres');
-  await mkdir(opts.dataDir, { recursive: true });
-  return withLock(join(opts.dataDir, 'postgres.lock'), async () => {
+  const dir = join(opts.dataDir, opts.name);
+  await mkdir(dirname(dir), { recursive: true });
+  return withLock(`${dir}.lock`, async () => {
     const running = await runningPort(dir);
     if (running) {
       log(`reusing PostgreSQL (${dir}) on 127.0.0.1:${running}`);
       await createDatabase(running);
-      return { url: urlFor(running), startedByUs: false, stop: async () => {} };
+      return { port: running, startedByUs: false, stop: async () => {} };
     }
     const bin = await findBinDir();
     const owner = await clusterOwner();
@@ -206,9 +235,12 @@ export async function ensureLocalPostgres(opts: {
       // A cluster made by a non-root run: hand it to the postgres user, which runs the server now.
       await run(['chown', '-R', `${owner.uid}:${owner.gid}`, dir]);
     }
-    const port = await startCluster(bin, dir, log);
+    const portFile = join(dir, 'embedded.port');
+    const lastPort = Number(await readFile(portFile, 'utf8').catch(() => '')) || undefined;
+    const port = await startCluster(bin, dir, opts.settings, log, lastPort);
+    await writeFile(portFile, `${port}\n`);
     await createDatabase(port);
     let stopping: Promise<void> | undefined;
-    return { url: urlFor(port), startedByUs: true, stop: () => (stopping ??= stopCluster(bin, dir, log)) };
+    return { port, startedByUs: true, stop: () => (stopping ??= stopCluster(bin, dir, log)) };
   });
 }

@@ -1,5 +1,5 @@
 import type { Config } from '../config';
-import { ensureLocalPostgres, ensureLocalRedis } from './index';
+import { ensureLocalCitus, ensureLocalPostgres, ensureLocalRedis } from './index';
 
 export interface Resolved {
   url: string;
@@ -9,10 +9,16 @@ export interface Resolved {
 
 const noop = async () => {};
 
-/** DATABASE_URL when configured, otherwise the embedded local PostgreSQL (started or reused). */
+/**
+ * DATABASE_URL when configured, otherwise the embedded local PostgreSQL, or with CITUS_WORKERS the
+ * embedded Citus cluster's coordinator (started or reused).
+ */
 export async function resolveDatabaseUrl(config: Config, log?: (msg: string) => void): Promise<Resolved> {
   if (config.databaseUrl) return { url: config.databaseUrl, stop: noop };
-  const pg = await ensureLocalPostgres({ dataDir: config.dataDir, log });
+  const { dataDir, citusWorkers: workers, citusSrc } = config;
+  const pg = workers
+    ? await ensureLocalCitus({ dataDir, workers, citusSrc, log })
+    : await ensureLocalPostgres({ dataDir, log });
   return { url: pg.url, stop: () => pg.stop() };
 }
 

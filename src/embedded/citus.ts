@@ -1,0 +1,181 @@
+// Embedded Citus cluster for dev, tests and CI (CITUS_WORKERS=N, no DATABASE_URL): a coordinator and
+// N workers, each a PostgreSQL cluster of its own under `${dataDir}/citus/`, on this machine. Citus is
+// built from CITUS_SRC (a release source tarball) when PostgreSQL does not have it yet.
+import { existsSync } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import { availableParallelism, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import postgres from 'postgres';
+import { run, withLock, type LocalService } from './ports';
+import { ensureCluster, findBinDir, urlFor, type LocalCluster } from './postgres';
+
+const DATABASE = 'contacts';
+
+/**
+ * Settings of every node. `wal_level = logical` lets the rebalancer move shards (it copies them by
+ * logical replication) and prepared transactions carry Citus's two-phase commits over several
+ * nodes. Memory is shared out between the nodes of the machine. Production-safe: fsync and
+ * synchronous_commit keep their defaults.
+ */
+function nodeSettings(nodes: number): Record<string, string> {
+  const mb = Math.floor(totalmem() / 2 ** 20);
+  return {
+    shared_preload_libraries: 'citus',
+    wal_level: 'logical',
+    max_wal_senders: '10',
+    max_replication_slots: '10',
+    max_prepared_transactions: '200',
+    shared_buffers: `${Math.max(128, Math.min(1024, Math.floor(mb / 8 / nodes)))}MB`,
+    max_wal_size: '4GB',
+    checkpoint_timeout: '30min',
+    wal_compression: 'lz4',
+    work_mem: '64MB',
+    maintenance_work_mem: '256MB',
+    // The coordinator opens connections to every worker for each distributed statement.
+    max_connections: '300',
+  };
+}
+
+/**
+ * Starts (or reuses) the coordinator and `workers` workers under `${dataDir}/citus/`, with Citus in
+ * database `contacts` of each and the workers registered with the coordinator. Returns the
+ * coordinator's URL; stop() stops the nodes this call started.
+ */
+export async function ensureLocalCitus(opts: {
+  dataDir: string;
+  workers: number;
+  citusSrc?: string;
+  log?: (msg: string) => void;
+}): Promise<LocalService> {
+  const log = opts.log ?? (() => {});
+  await ensureCitusInstalled({ dataDir: opts.dataDir, citusSrc: opts.citusSrc, log });
+  const settings = nodeSettings(opts.workers + 1);
+  const started: LocalCluster[] = [];
+  const stop = async () => {
+    await Promise.all(started.map((n) => n.stop()));
+  };
+  try {
+    const node = async (name: string) => {
+      const n = await ensureCluster({ dataDir: join(opts.dataDir, 'citus'), name, settings, log });
+      started.push(n);
+      return n;
+    };
+    const coordinator = await node('coordinator');
+    const workers: LocalCluster[] = [];
+    for (let k = 1; k <= opts.workers; k++) workers.push(await node(`worker-${k}`));
+    await withLock(join(opts.dataDir, 'citus', 'topology.lock'), () =>
+      formCluster(
+        coordinator.port,
+        workers.map((w) => w.port),
+        log,
+      ),
+    );
+    return { url: urlFor(coordinator.port), startedByUs: started.some((n) => n.startedByUs), stop };
+  } catch (e) {
+    await stop().catch(() => {});
+    throw e;
+  }
+}
+
+/**
+ * Citus in database `database` of every node, the coordinator's own address recorded and every
+ * worker registered; a worker whose port changed since it was added (a restart found its old port
+ * taken) is moved to its new one. Idempotent. Also makes a test database a cluster of its own.
+ */
+export async function formCluster(
+  coordinatorPort: number,
+  workerPorts: number[],
+  log: (msg: string) => void,
+  database = DATABASE,
+): Promise<void> {
+  await Promise.all([coordinatorPort, ...workerPorts].map((port) => withSql(port, database, createExtension)));
+  await withSql(coordinatorPort, database, async (sql) => {
+    await sql`select citus_set_coordinator_host('127.0.0.1', ${coordinatorPort})`;
+    const known = await sql<{ nodeid: number; nodeport: number }[]>`
+      select nodeid, nodeport from pg_dist_node where noderole = 'primary' and groupid <> 0 order by nodeid`;
+    for (const port of workerPorts) {
+      if (known.some((n) => n.nodeport === port)) continue;
+      log(`adding Citus worker 127.0.0.1:${port}`);
+      await sql`select citus_add_node('127.0.0.1', ${port})`;
+    }
+  });
+}
+
+async function createExtension(sql: postgres.Sql): Promise<void> {
+  const [has] = await sql`select 1 from pg_extension where extname = 'citus'`;
+  if (!has) await sql`create extension if not exists citus`;
+}
+
+async function withSql<T>(port: number, database: string, fn: (sql: postgres.Sql) => Promise<T>): Promise<T> {
+  const sql = postgres(urlFor(port, database), { max: 1, onnotice: () => {} });
+  try {
+    return await fn(sql);
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
+/** The build packages of a Citus release against Debian's PostgreSQL (../shared/vendor/README.md). */
+const BUILD_PACKAGES = ['libcurl4-openssl-dev', 'liblz4-dev', 'libzstd-dev', 'libkrb5-dev', 'make', 'gcc'];
+
+/**
+ * Makes sure PostgreSQL can load Citus: when its library directory lacks citus.so, builds and installs
+ * it from the release source tarball `citusSrc`, installing the build packages with apt-get (about
+ * 2.5 minutes on 2 cores). One build at a time per data directory.
+ */
+export async function ensureCitusInstalled(opts: {
+  dataDir: string;
+  citusSrc?: string;
+  log: (msg: string) => void;
+}): Promise<void> {
+  const bin = await findBinDir();
+  const library = join(dirname(bin), 'lib', 'citus.so');
+  if (existsSync(library)) return;
+  const src = opts.citusSrc;
+  if (!src || !existsSync(src)) {
+    throw new Error(
+      `Citus is not installed (${library} is missing) ` +
+        (src ? `and CITUS_SRC (${src}) does not exist. ` : 'and CITUS_SRC is not set. ') +
+        'Set CITUS_SRC to a Citus release source tarball (github.com/citusdata/citus/releases; this ' +
+        'repository uses ../shared/vendor/citus-13.2.2.tar.gz) to have it built and installed, or install ' +
+        'Citus for your PostgreSQL (https://docs.citusdata.com/en/stable/installation/single_node_debian.html).',
+    );
+  }
+  await mkdir(opts.dataDir, { recursive: true });
+  await withLock(join(opts.dataDir, 'citus-build.lock'), async () => {
+    if (existsSync(library)) return; // built by another starter meanwhile
+    const version = await run([join(bin, 'postgres'), '--version']);
+    const major = version.out.match(/\(PostgreSQL\) (\d+)/)?.[1];
+    if (!major) throw new Error(`could not tell the PostgreSQL version of ${bin}: ${version.out || version.err}`);
+    const pgConfig = join(bin, 'pg_config');
+    const packages = [`postgresql-server-dev-${major}`, ...BUILD_PACKAGES];
+    opts.log(`building Citus from ${src}: apt-get install -y ${packages.join(' ')}`);
+    const apt = (...args: string[]) =>
+      run(['apt-get', '-o', 'DPkg::Lock::Timeout=300', ...args], { DEBIAN_FRONTEND: 'noninteractive' });
+    let r = await apt('install', '-y', ...packages);
+    if (r.code !== 0) {
+      await apt('update');
+      r = await apt('install', '-y', ...packages);
+    }
+    if (r.code !== 0)
+      throw new Error(`apt-get install of Citus's build packages failed:\n${(r.err || r.out).slice(-2000)}`);
+    const dir = join(opts.dataDir, 'citus-build');
+    await rm(dir, { recursive: true, force: true });
+    await mkdir(dir, { recursive: true });
+    const steps: [string, string[]][] = [
+      ['unpack', ['tar', '-xzf', src, '-C', dir, '--strip-components=1']],
+      ['configure', ['sh', '-c', `cd '${dir}' && PG_CONFIG='${pgConfig}' ./configure`]],
+      ['make', ['make', '-C', dir, `-j${availableParallelism()}`]],
+      ['make install', ['make', '-C', dir, 'install']],
+    ];
+    for (const [name, cmd] of steps) {
+      opts.log(`building Citus: ${name}`);
+      const step = await run(cmd);
+      if (step.code !== 0)
+        throw new Error(`Citus ${name} failed (exit ${step.code}):\n${(step.err || step.out).slice(-2000)}`);
+    }
+    if (!existsSync(library)) throw new Error(`Citus was built from ${src} but ${library} is still missing`);
+    await rm(dir, { recursive: true, force: true });
+    opts.log('Citus installed');
+  });
+}
