@@ -55,6 +55,9 @@ export async function readPhase(p: Pipeline): Promise<Step> {
   // A read again for a merge under way (its staging was lost) keeps the decision of the first read:
   // the merge's committed batches recorded their skipped rows, or did not.
   const report = job.rowCount !== null ? job.rejectsRecorded : p.report;
+  // For the log: the phase's time and the worker process's CPU in it (other imports' too, if any run).
+  const started = performance.now();
+  const cpu = process.cpuUsage();
   const t = stagingTables(job.id);
   // Made anew: an earlier read of this import may have left rows behind (and a merge table built from them).
   await dropStaging(conn, job.id);
@@ -148,7 +151,16 @@ export async function readPhase(p: Pipeline): Promise<Step> {
 
   const read = { malformed, staged: sink.rows, fileRows, linebreak, recorded: report };
   if (!(await readDone(sql, job.accountId, job.id, read))) return { phase: 'stopped' };
-  p.log('import read', { importId: job.id, rows: rowNo, staged: sink.rows, malformed, repeats: repeats?.count });
+  const used = process.cpuUsage(cpu);
+  p.log('import read', {
+    importId: job.id,
+    rows: rowNo,
+    staged: sink.rows,
+    malformed,
+    repeats: repeats?.count,
+    ms: Math.round(performance.now() - started),
+    processCpuMs: Math.round((used.user + used.system) / 1000),
+  });
   return { phase: 'dedupe' };
 }
 
