@@ -118,6 +118,27 @@ async function importFile(
   return { id: res.body.id, logs };
 }
 
+/**
+ * An overwrite import of `rows`, created and uploaded but not run: its id, and the dependencies of
+ * runImport with batches of `batchSize` rows and a log kept in `logs`.
+ */
+async function uploaded(a: Account, rows: string[], batchSize: string) {
+  const created = await t.call('POST', '/v1/contact-imports', {
+    key: a.key,
+    body: { columns: COLUMNS, duplicateContactStrategy: 'overwrite' },
+  });
+  expect((await put(new Request(created.body.uploadUrl, { method: 'PUT', body: file(rows) }))).status).toBe(200);
+  const logs: { msg: string; fields?: any }[] = [];
+  const config = loadConfig({ IMPORT_BATCH_SIZE: batchSize, DATA_DIR: dir, STORAGE_DRIVER: 'local' });
+  const deps = {
+    sql: t.db.sql,
+    storage: store,
+    config,
+    log: (msg: string, fields?: object) => logs.push({ msg, fields }),
+  };
+  return { id: created.body.id as string, logs, deps };
+}
+
 async function getImport(a: Account, id: string) {
   const res = await t.call('GET', `/v1/contact-imports/${id}`, { key: a.key });
   expect(res.status).toBe(200);
@@ -261,20 +282,7 @@ describe('the file read again through the parser, and other files', () => {
     const rows = Array.from({ length: 20_000 }, (_, i) =>
       i % 1000 === 999 ? `bad-${i},,B,1,no,,` : `row${i}@example.com,,R,${i % 90},yes,,x`,
     );
-    const created = await t.call('POST', '/v1/contact-imports', {
-      key: a.key,
-      body: { columns: COLUMNS, duplicateContactStrategy: 'overwrite' },
-    });
-    expect((await put(new Request(created.body.uploadUrl, { method: 'PUT', body: file(rows) }))).status).toBe(200);
-    const id: string = created.body.id;
-    const logs: { msg: string; fields?: any }[] = [];
-    const config = loadConfig({ IMPORT_BATCH_SIZE: '1000', DATA_DIR: dir, STORAGE_DRIVER: 'local' });
-    const deps = {
-      sql: t.db.sql,
-      storage: store,
-      config,
-      log: (msg: string, fields?: object) => logs.push({ msg, fields }),
-    };
+    const { id, logs, deps } = await uploaded(a, rows, '1000');
     // A run that gives way after its first merged batch: the import stays in its merge.
     const merged = () => logs.some((l) => l.msg === 'import merge batch');
     expect(await runImport({ ...deps, giveWay: merged }, a.id, id)).toBe('yielded');
@@ -385,20 +393,7 @@ describe('the file read again through the parser, and other files', () => {
 describe('the duplicate rows, found while the merge runs', () => {
   /** An import of `rows`, uploaded and run until its dedupe has committed: the run gives way before its merge. */
   async function dedupedImport(a: Account, rows: string[]) {
-    const res = await t.call('POST', '/v1/contact-imports', {
-      key: a.key,
-      body: { columns: COLUMNS, duplicateContactStrategy: 'overwrite' },
-    });
-    expect((await put(new Request(res.body.uploadUrl, { method: 'PUT', body: file(rows) }))).status).toBe(200);
-    const id: string = res.body.id;
-    const logs: { msg: string; fields?: any }[] = [];
-    const config = loadConfig({ IMPORT_BATCH_SIZE: '3', DATA_DIR: dir, STORAGE_DRIVER: 'local' });
-    const deps = {
-      sql: t.db.sql,
-      storage: store,
-      config,
-      log: (msg: string, fields?: object) => logs.push({ msg, fields }),
-    };
+    const { id, logs, deps } = await uploaded(a, rows, '3');
     const deduped = () => logs.some((l) => l.msg === 'import deduplicated');
     expect(await runImport({ ...deps, giveWay: deduped }, a.id, id)).toBe('yielded');
     expect((await loadImport(t.db.sql, a.id, id))?.phase).toBe('merge');
