@@ -6,7 +6,7 @@ import { mkdir, rm } from 'node:fs/promises';
 import { availableParallelism, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import postgres from 'postgres';
-import { run, withLock, type LocalService } from './ports';
+import { aptInstall, run, withLock, type LocalService } from './ports';
 import { ensureCluster, findBinDir, urlFor, type LocalCluster } from './postgres';
 
 const DATABASE = 'contacts';
@@ -150,15 +150,7 @@ export async function ensureCitusInstalled(opts: {
     const pgConfig = join(bin, 'pg_config');
     const packages = [`postgresql-server-dev-${major}`, ...BUILD_PACKAGES];
     opts.log(`building Citus from ${src}: apt-get install -y ${packages.join(' ')}`);
-    const apt = (...args: string[]) =>
-      run(['apt-get', '-o', 'DPkg::Lock::Timeout=300', ...args], { DEBIAN_FRONTEND: 'noninteractive' });
-    let r = await apt('install', '-y', ...packages);
-    if (r.code !== 0) {
-      await apt('update');
-      r = await apt('install', '-y', ...packages);
-    }
-    if (r.code !== 0)
-      throw new Error(`apt-get install of Citus's build packages failed:\n${(r.err || r.out).slice(-2000)}`);
+    await aptInstall(packages);
     const dir = join(opts.dataDir, 'citus-build');
     await rm(dir, { recursive: true, force: true });
     await mkdir(dir, { recursive: true });

@@ -165,6 +165,25 @@ export async function run(cmd: string[], env: Record<string, string> = {}): Prom
   return { code: await proc.exited, out: out.trim(), err: err.trim() };
 }
 
+/**
+ * `apt-get install -y` of `packages`, with one `apt-get update` and a second try when the first
+ * fails (a fresh machine may have no package lists yet); throws with apt's last words.
+ */
+export async function aptInstall(packages: string[]): Promise<void> {
+  // Lock timeout: another project process (other data dir) may be running apt at the same moment.
+  const apt = (...args: string[]) =>
+    run(['apt-get', '-o', 'DPkg::Lock::Timeout=300', ...args], { DEBIAN_FRONTEND: 'noninteractive' });
+  let r = await apt('install', '-y', ...packages);
+  if (r.code !== 0) {
+    await apt('update');
+    r = await apt('install', '-y', ...packages);
+  }
+  if (r.code !== 0) {
+    const what = `apt-get install -y ${packages.join(' ')}`;
+    throw new Error(`${what} failed (exit ${r.code}):\n${(r.err || r.out).slice(-2000)}`);
+  }
+}
+
 /** The last lines of a text file, for error messages. */
 export async function tail(path: string, lines = 20): Promise<string> {
   const text = await readFile(path, 'utf8').catch(() => '');

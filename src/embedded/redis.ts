@@ -5,7 +5,7 @@ import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import type { Subprocess } from 'bun';
-import { freePort, pidAlive, procName, run, sleep, tail, withLock, type LocalService } from './ports';
+import { aptInstall, freePort, pidAlive, procName, run, sleep, tail, withLock, type LocalService } from './ports';
 
 interface State {
   pid: number;
@@ -44,17 +44,7 @@ async function findRedisServer(log: (msg: string) => void): Promise<string> {
   }
   log('redis-server not found: apt-get install -y redis-server');
   const started = Date.now();
-  // Lock timeout: another project process (other data dir) may be running apt at the same moment.
-  const apt = (...args: string[]) =>
-    run(['apt-get', '-o', 'DPkg::Lock::Timeout=300', ...args], { DEBIAN_FRONTEND: 'noninteractive' });
-  let r = await apt('install', '-y', 'redis-server');
-  if (r.code !== 0) {
-    // A fresh machine may have no package lists yet: update once, then retry.
-    await apt('update');
-    r = await apt('install', '-y', 'redis-server');
-  }
-  if (r.code !== 0)
-    throw new Error(`apt-get install -y redis-server failed (exit ${r.code}):\n${(r.err || r.out).slice(-2000)}`);
+  await aptInstall(['redis-server']);
   // The package starts a system redis on 6379: stop and disable it so nothing comes to depend on it.
   await run(['service', 'redis-server', 'stop']);
   await run(['update-rc.d', 'redis-server', 'disable']);
