@@ -1,5 +1,5 @@
 import { recordDuplicates } from './rejects';
-import { stagingTables } from './staging';
+import { hasRows, stagingTables } from './staging';
 import { StagingLostError, type Pipeline } from './state';
 
 /**
@@ -22,14 +22,15 @@ export async function recordDuplicatesOnce(p: Pipeline): Promise<number> {
     select rejects_recorded as recorded, duplicate_in_file_count as duplicates
     from contact_imports where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
   const expected = Number(row?.duplicates ?? 0);
+  let written = 0;
   if (row?.recorded && expected > 0 && (await recorded(p, t.rejects)) !== expected) {
     const [present] = await sql<{ kept: boolean }[]>`select to_regclass(${t.rows}) is not null as kept`;
     // Dropped only after the scan's commit; an empty table is a PostgreSQL crash (see ensureStaged).
-    if (!present?.kept || !(await hasRows(p, t.rows))) {
+    if (!present?.kept || !(await hasRows(sql, t.rows))) {
       throw new StagingLostError(`the staged rows of import ${job.id} were lost before its duplicate rows were found`);
     }
     const started = performance.now();
-    const written = await recordDuplicates(sql, t);
+    written = await recordDuplicates(sql, t);
     if (written !== expected)
       throw new Error(`import ${job.id}: ${written} duplicate rows found, but dedupe dropped ${expected}`);
     p.log('import duplicate rows recorded', {
@@ -37,11 +38,9 @@ export async function recordDuplicatesOnce(p: Pipeline): Promise<number> {
       rows: written,
       ms: Math.round(performance.now() - started),
     });
-    await sql.unsafe(`drop table if exists ${t.rows}`);
-    return written;
   }
   await sql.unsafe(`drop table if exists ${t.rows}`);
-  return 0;
+  return written;
 }
 
 async function recorded(p: Pipeline, rejects: string): Promise<number> {
@@ -49,9 +48,4 @@ async function recorded(p: Pipeline, rejects: string): Promise<number> {
     `select count(*) as n from ${rejects} where reason = 'duplicate_in_file'`,
   );
   return Number(r!.n);
-}
-
-async function hasRows(p: Pipeline, rows: string): Promise<boolean> {
-  const [r] = await p.sql.unsafe<{ any: boolean }[]>(`select exists (select 1 from ${rows}) as any`);
-  return r!.any;
 }

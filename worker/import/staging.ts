@@ -98,6 +98,15 @@ export async function dropStaging(sql: Sql, importId: string): Promise<void> {
   await sql.unsafe(`drop table if exists ${allStagingTables(stagingTables(importId))}`);
 }
 
+/**
+ * Whether an unlogged staging table holds any row. A crash empties such a table as a whole, so one
+ * row present means all are: no count of the whole table (a full scan, ~5 s at 25M rows) to check.
+ */
+export async function hasRows(sql: Sql, table: string): Promise<boolean> {
+  const [r] = await sql.unsafe<{ any: boolean }[]>(`select exists (select 1 from ${table}) as any`);
+  return r!.any;
+}
+
 /** Drops the import's rejected rows, once its report is written (or it failed); idempotent. */
 export async function dropRejects(sql: Sql, importId: string): Promise<void> {
   await sql.unsafe(`drop table if exists ${stagingTables(importId).rejects}`);
