@@ -6,17 +6,13 @@ import type { AnySql } from './db';
  * `pg_advisory_*lock*(…)`; a key is a bigint hashed from text, and the text's prefix keeps each kind
  * of lock in a key space of its own.
  *
- * The account's contact-write lock is the one exception to the prefixes: its text is the account
- * id alone, because sql/migrations (contact_write_lock) hashes `account_id::text` the same way, so
- * that a single contact write can take it inside its one statement.
+ * Not here: the account's contact-write lock, whose key (the account id alone, hashed) is taken only
+ * inside the database functions contact_write_lock and account_bulk_lock (sql/migrations), so that
+ * on Citus it is taken on the node of the account's shards (src/contacts/write-guard.ts).
  */
 type Fragment = postgres.Fragment;
 
 const hashed = (sql: AnySql, text: string): Fragment => sql`hashtextextended(${text}, 0)`;
-
-/** The account's contact-write lock: single writes hold it shared, bulk writers exclusive. */
-export const accountWriteLock = (sql: AnySql, accountId: string): Fragment =>
-  sql`hashtextextended(${accountId}::uuid::text, 0)`;
 
 /** One contact import's run: a second delivery of its job cannot run it at the same time. */
 export const importRunLock = (sql: AnySql, importId: string) => hashed(sql, `contact-import:${importId.toLowerCase()}`);

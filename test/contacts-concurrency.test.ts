@@ -1,6 +1,7 @@
 // Real parallel requests against real PostgreSQL, and the write guard against bulk operations
 // (409 operation_in_progress with Retry-After; no single write interleaves with a bulk batch).
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { exclusiveLock } from '../src/contacts/write-guard';
 import { expectProblem, type Call } from './helpers/app';
 import { createAttribute, createBrand } from './helpers/fixtures';
 import {
@@ -273,7 +274,7 @@ for (const path of CONTACT_PATHS) {
               insert into bulk_operations (account_id, id, kind, estimated_end)
               values (${t.accountId}, ${crypto.randomUUID()}, 'contact-import', now() + interval '30 seconds')`;
           }
-          await tx`select pg_advisory_xact_lock(hashtextextended(${t.accountId}::text, 0))`;
+          await tx`select ${exclusiveLock(tx, t.accountId)}`;
           locked();
           await released;
           // The batch ends with the operation: its row goes in the same commit.
@@ -373,13 +374,17 @@ for (const path of CONTACT_PATHS) {
         const write = t.call('PATCH', `/v1/contacts/${md5(email)}`, { body: { attributes: { a1: 'in flight' } } });
         let batch: ReturnType<typeof holdBatchLock> | undefined;
         try {
+          // On Citus the PATCH waits on the worker that holds the account's shard: the cluster-wide view.
+          const [{ citus } = { citus: false }] = await t.db.sql<{ citus: boolean }[]>`
+            select to_regclass('citus_stat_activity') is not null as citus`;
+          const activity = t.db.sql(citus ? 'citus_stat_activity' : 'pg_stat_activity');
           await waitFor(
             async () =>
               (
                 await t.db.sql`
-                    select 1 from pg_stat_activity
+                    select 1 from ${activity}
                     where datname = current_database() and wait_event_type = 'Lock'
-                      and query like '%update contacts%'`
+                      and query ilike '%update %contacts%'`
               ).length > 0,
           );
           batch = holdBatchLock(true);

@@ -174,15 +174,20 @@ export class ContactFastPath {
  */
 function allowed(sql: Sql, claim: KeyClaim, version: number, extra: { joins?: Fragment; checks?: Fragment } = {}) {
   const accountId = claim.auth.accountId;
+  // The lock is taken only when the checks pass: its lateral row exists only then (a WHERE, not a
+  // CASE, because Citus refuses a volatile function inside CASE in a writing statement).
   return sql`allowed as (
     select coalesce(v.keys, 0) as keys_version, coalesce(v.schema, 0) as schema_version,
-           case when coalesce(v.keys, 0) = ${claim.keysVersion} and coalesce(v.schema, 0) = ${version}
-                     and b.account_id is null ${extra.checks ?? sql``}
-                then ${contactWriteLock(sql, accountId)} else false end as ok
+           coalesce(w.ok, false) as ok
     from (select) as one
     left join cache_versions v on v.account_id = ${accountId}
     ${bulkOperationJoin(sql, accountId)}
     ${extra.joins ?? sql``}
+    left join lateral (
+      select ${contactWriteLock(sql, accountId)} as ok
+      where coalesce(v.keys, 0) = ${claim.keysVersion} and coalesce(v.schema, 0) = ${version}
+            and b.account_id is null ${extra.checks ?? sql``}
+    ) w on true
   )`;
 }
 

@@ -98,11 +98,13 @@ export async function disableContact(sql: Sql, accountId: string, md5: string): 
   await requireContact(sql, accountId, md5);
   const schema = await schemaOf(sql, accountId);
   return withContactWrite(sql, accountId, async (tx) => {
-    const [row] = await tx<ContactRow[]>`
-      update contacts
-      set enabled = false, updated_at = case when enabled then now() else updated_at end
-      where account_id = ${accountId} and email_md5 = ${md5ToUuid(md5)}
+    // Only an enabled contact is written (and its updated_at moved); a disabled one is read as it is.
+    // Two statements, not `updated_at = case when enabled then now() …`: Citus refuses now() in a CASE.
+    const where = tx`where account_id = ${accountId} and email_md5 = ${md5ToUuid(md5)}`;
+    const [disabled] = await tx<ContactRow[]>`
+      update contacts set enabled = false, updated_at = now() ${where} and enabled
       returning ${contactColumns(tx)}`;
+    const [row] = disabled ? [disabled] : await tx<ContactRow[]>`select ${contactColumns(tx)} from contacts ${where}`;
     if (!row) throw notFound(`No contact with emailMd5 ${md5.toLowerCase()} in this account.`);
     return toContact(row, schema);
   });

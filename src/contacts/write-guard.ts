@@ -1,7 +1,6 @@
 import type { AnySql, Sql, Tx } from '../db';
 import { operationInProgress } from '../errors';
 import { mergeRetryAfterSeconds } from '../imports/retry-after';
-import { accountWriteLock } from '../locks';
 
 /**
  * The bulk-write guard, whole: how single contact writes and bulk contact writers (an import's
@@ -84,17 +83,22 @@ export async function drainContactWrites(sql: Sql, accountId: string): Promise<v
   await sql.begin((tx) => tx`select ${exclusiveLock(tx, accountId)}`);
 }
 
-/** A merge batch's hold on the account, for its transaction: shared, so a schema change waits. */
-export const batchHoldsAccount = (sql: AnySql, accountId: string) =>
-  sql`pg_advisory_xact_lock_shared(${accountWriteLock(sql, accountId)})`;
+/**
+ * A merge batch's hold on the account, for its transaction: shared, so a schema change waits. A
+ * statement of its own: on Citus it is sent to the node of the account's shards, where the single
+ * writes take the lock (sql/migrations/0007_citus.sql).
+ */
+export async function batchHoldsAccount(tx: Tx, accountId: string): Promise<void> {
+  await tx`select account_bulk_lock(${accountId}::uuid, false)`;
+}
 
 /** Ends a hold, in the caller's transaction (together with the import's final status). */
 export async function releaseContactWrites(tx: AnySql, accountId: string, id: string): Promise<void> {
   await tx`delete from bulk_operations where account_id = ${accountId}::uuid and id = ${id}::uuid`;
 }
 
-const exclusiveLock = (sql: AnySql, accountId: string) =>
-  sql`pg_advisory_xact_lock(${accountWriteLock(sql, accountId)})`;
+/** The account's contact-write lock, exclusive, for the caller's transaction; a statement of its own (see above). */
+export const exclusiveLock = (sql: AnySql, accountId: string) => sql`account_bulk_lock(${accountId}::uuid, true)`;
 
 /** Long enough for an honest Retry-After on writes that arrive while a schema change runs. */
 const SCHEMA_CHANGE_SECONDS = 5;

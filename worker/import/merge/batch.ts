@@ -167,9 +167,9 @@ async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {
     // staged row is looked up through the contacts primary key; a hash join would read every
     // contact of the account once per batch. The probes come in email_md5 order (seq follows it),
     // so they walk the index leaf by leaf.
+    await batchHoldsAccount(tx, job.accountId);
     await tx`
       select pg_advisory_xact_lock(${mergeBatchLock(tx, job.id, lo)}),
-             ${batchHoldsAccount(tx, job.accountId)},
              set_config('jit', 'off', true), set_config('synchronous_commit', 'off', true),
              set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`;
     b.locked();
