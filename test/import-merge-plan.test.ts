@@ -3,12 +3,13 @@
  * importing account (the planner then expects ONE contact for it). With the batch written as plain
  * joins it materialized all of the account's contacts and filtered them once per staged row; a
  * 1M-row import did not finish. The plan must probe contacts and seeds through their primary keys
- * per staged row and update by ctid, with no join filter over a whole account anywhere.
+ * per staged row and update through the primary key's conflict check (INSERT … ON CONFLICT), with no
+ * join filter over a whole account anywhere.
  */
 import { expect, test } from 'bun:test';
 import { runImport } from '../worker/import/index';
 import { partStatements } from '../worker/import/merge/sql-files';
-import { rejectsTableDdl } from '../worker/import/rejects';
+import { ensureRejectsTable } from '../worker/import/rejects';
 import { stagingTables } from '../worker/import/staging';
 import { importBed } from './helpers/import-bed';
 import { importRow, stageImport, testConfig } from './helpers/file-store';
@@ -18,7 +19,7 @@ const bed = importBed();
 
 const EXISTING = 3_000;
 
-test('statistics predating the account: each staged row is one primary-key probe and updates go by ctid', async () => {
+test('statistics predating the account: each staged row is one primary-key probe, and so is each update', async () => {
   const sql = bed.db.sql;
   const other = await createAccount(sql, 'other');
   await sql`
@@ -45,16 +46,16 @@ test('statistics predating the account: each staged row is one primary-key probe
   const table = stagingTables(importId).parts[0]!.table;
   await sql.unsafe(`
     create unlogged table ${table} as
-    select row_number() over (order by md5) as seq, md5 as email_md5, n as row_no, email,
+    select '${id}'::uuid as account_id, row_number() over (order by md5) as seq, md5 as email_md5, n as row_no, email,
            '{"firstName":"New"}'::jsonb as attributes,
            '{}'::uuid[] as brand_ids, 1::int2 as attribute_count
     from (select n, md5('u' || n || '@example.com')::uuid as md5, 'u' || n || '@example.com' as email
           from generate_series(1, ${2 * EXISTING}) n) x`);
-  await sql.unsafe(`alter table ${table} add primary key (seq)`);
+  await sql.unsafe(`alter table ${table} add primary key (account_id, seq)`);
   await sql.unsafe(`analyze ${table}`);
   // The statement as merge.ts builds it, with the rejects table it names (recording skips, $10, off).
   const rejects = stagingTables(importId).rejects;
-  await sql.unsafe(rejectsTableDdl(rejects));
+  await ensureRejectsTable(sql, rejects, id);
   const statement = (await partStatements(table, rejects)).merge;
   const plan = await sql.begin(async (tx) => {
     await tx`set local enable_hashjoin = off`;
@@ -81,7 +82,8 @@ test('statistics predating the account: each staged row is one primary-key probe
         String.raw`(Index Cond|Filter): \(\(account_id = '[0-9a-f-]+'::uuid\) AND \(email_md5 = r\.email_md5\)\)`,
     ),
   );
-  expect(plan).toMatch(/Tid Scan on contacts/);
+  expect(plan).toMatch(/Conflict Arbiter Indexes: contacts_pkey/);
+  expect(plan).not.toMatch(/Update on contacts/);
   expect(plan).not.toMatch(/Join Filter/);
 
   // And the real import of that file ends with the counts the semantics demand.

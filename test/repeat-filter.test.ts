@@ -16,7 +16,7 @@ async function repeatsOf(table: string, emails: string[], expected: number): Pro
   const sql = bed.db.sql;
   await sql.unsafe(`drop table if exists ${table}`);
   await sql.unsafe(repeatsTableDdl(table));
-  const filter = new RepeatFilter(sql, table, expected);
+  const filter = new RepeatFilter(sql, table, crypto.randomUUID(), expected);
   for (const e of emails) filter.add(md5(e));
   await filter.close();
   const rows = await sql.unsafe<{ m: string }[]>(`select replace(email_md5::text, '-', '') as m from ${table}`);

@@ -6,12 +6,12 @@
 select exists (
          select 1 from contacts c
          where c.account_id = $1::uuid
-           and c.email_md5 >= (select email_md5 from :"merge_table" where seq = $2::int8 + 1)
-           and c.email_md5 <= (select email_md5 from :"merge_table" where seq = $3::int8)
+           and c.email_md5 >= (select email_md5 from :"merge_table" where account_id = $1::uuid and seq = $2::int8 + 1)
+           and c.email_md5 <= (select email_md5 from :"merge_table" where account_id = $1::uuid and seq = $3::int8)
        )
     or exists (
          select 1 from seed_addresses s
          where s.account_id = $1::uuid
-           and s.email_md5 >= (select email_md5 from :"merge_table" where seq = $2::int8 + 1)
-           and s.email_md5 <= (select email_md5 from :"merge_table" where seq = $3::int8)
+           and s.email_md5 >= (select email_md5 from :"merge_table" where account_id = $1::uuid and seq = $2::int8 + 1)
+           and s.email_md5 <= (select email_md5 from :"merge_table" where account_id = $1::uuid and seq = $3::int8)
        ) as clash

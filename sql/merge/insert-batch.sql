@@ -23,7 +23,7 @@ with inserted as (
                         first_source, first_import_id, first_import_method)
   select $1::uuid, r.email_md5, r.email, r.attributes, r.brand_ids, 'import', $2::uuid, $6::text
   from :"merge_table" r
-  where r.seq > $3::int8 and r.seq <= $4::int8
+  where r.account_id = $1::uuid and r.seq > $3::int8 and r.seq <= $4::int8
   returning email_md5, brand_ids
 ),
 

@@ -27,15 +27,14 @@
 -- a 1M-row import did not finish); with fresh statistics it would rather hash the whole account.
 with batch as (
   select r.email_md5, r.row_no, r.email, r.attributes, r.brand_ids, r.attribute_count,
-         c.target,
-         c.target is not null as found,
+         c.found is not null as found,
          c.enabled,
          c.attributes as old_attributes,
          c.brand_ids as old_brand_ids,
          s.seed is not null as seed
   from :"merge_table" r
   left join lateral (
-    select c.ctid as target, c.enabled, c.attributes, c.brand_ids
+    select true as found, c.enabled, c.attributes, c.brand_ids
     from contacts c
     where c.account_id = $1::uuid and c.email_md5 = r.email_md5
     offset 0
@@ -46,7 +45,7 @@ with batch as (
     where s.account_id = $1::uuid and s.email_md5 = r.email_md5
     offset 0
   ) s on true
-  where r.seq > $3::int8 and r.seq <= $4::int8
+  where r.account_id = $1::uuid and r.seq > $3::int8 and r.seq <= $4::int8
 ),
 
 -- What the row does, and what an existing contact would become. An empty cell was never staged,
@@ -109,7 +108,7 @@ merged as (
 planned as (
   -- Only what the writes below read: this CTE is materialized, and the old attributes alone are
   -- a quarter of its width.
-  select m.email_md5, m.row_no, m.email, m.attributes, m.brand_ids, m.target, m.old_brand_ids,
+  select m.email_md5, m.row_no, m.email, m.attributes, m.brand_ids, m.old_brand_ids,
          m.new_attributes, m.new_brand_ids, coalesce(m.skip_reason, 'unchanged') as skip_reason,
     case
       when m.action <> 'merge' then m.action
@@ -123,34 +122,35 @@ planned as (
 
 -- The skipped rows, for the report: committed with the batch, so each is recorded exactly once.
 skips as (
-  insert into :"rejects_table" (row_no, reason)
-  select p.row_no, p.skip_reason
+  insert into :"rejects_table" (account_id, row_no, reason)
+  select $1::uuid, p.row_no, p.skip_reason
   from planned p
   where $10::bool and p.outcome = 'skip'
   returning 1
 ),
 
-inserted as (
-  insert into contacts (account_id, email_md5, email, attributes, brand_ids,
-                        first_source, first_import_id, first_import_method)
-  select $1::uuid, p.email_md5, p.email, p.attributes, p.brand_ids, 'import', $2::uuid, $9::text
+-- Adds and updates in one INSERT … ON CONFLICT: an update finds its contact again through the
+-- primary key, in the conflict check, and the planner has no join to choose. An UPDATE … FROM
+-- `planned` could go wrong on statistics of `contacts` that predate the account (they make it
+-- expect ONE contact of the account and put the contacts on the outer side of a nested loop,
+-- rescanning `planned` once per contact), and addressed by ctid instead, without the account,
+-- Citus cannot route it to the node of the account's shards. Nothing else writes these contacts
+-- meanwhile (see the top), so an 'add' never meets a conflict and an 'update' always does:
+-- `xmax = 0` tells the new rows (no updater yet) from the updated ones, and the counts follow.
+written as (
+  insert into contacts as c (account_id, email_md5, email, attributes, brand_ids,
+                             first_source, first_import_id, first_import_method, updated_at)
+  select $1::uuid, p.email_md5, p.email,
+         case when p.outcome = 'add' then p.attributes else p.new_attributes end,
+         case when p.outcome = 'add' then p.brand_ids else p.new_brand_ids end,
+         'import', $2::uuid, $9::text, now()
   from planned p
-  where p.outcome = 'add'
-  returning 1
-),
-
--- The contact to update is addressed by the physical row `batch` found (same statement, same
--- snapshot, and no other writer touches this batch's key range), not by account and email again:
--- with a condition on account_id here, the same stale statistics would put the account's contacts
--- (expected: 1) on the outer side of a nested loop and rescan `planned` once per contact. Without
--- it the only candidates are a TID probe per planned row or a scan of the whole table, whose size
--- the planner always knows from the table's current page count.
-updated as (
-  update contacts c
-  set attributes = p.new_attributes, brand_ids = p.new_brand_ids, enabled = true, updated_at = now()
-  from planned p
-  where p.outcome = 'update' and c.ctid = p.target
-  returning 1
+  where p.outcome in ('add', 'update')
+  -- updated_at from the row: Citus refuses a function that is not immutable in DO UPDATE SET.
+  on conflict (account_id, email_md5) do update
+    set attributes = excluded.attributes, brand_ids = excluded.brand_ids, enabled = true,
+        updated_at = excluded.updated_at
+  returning c.xmax = 0 as added
 ),
 
 -- One event per brand newly assigned to a contact: all of a new contact's brands, and for an
@@ -172,7 +172,7 @@ events as (
 )
 
 select p.rows, p.skipped,
-       (select count(*) from inserted)::int8 as added,
-       (select count(*) from updated)::int8 as updated,
+       (select count(*) filter (where added) from written)::int8 as added,
+       (select count(*) filter (where not added) from written)::int8 as updated,
        (select coalesce(sum(n), 0) from events)::int8 as events
 from (select count(*)::int8 as rows, (count(*) filter (where outcome = 'skip'))::int8 as skipped from planned) p

@@ -11,8 +11,8 @@
 -- - schema_migrations stays on the coordinator.
 --
 -- A new account-scoped table in a later migration must be distributed in that migration the same
--- way. Not distributed yet: the per-import staging tables (worker/import/staging.ts), so imports do
--- not run on a cluster yet.
+-- way, and so is each per-import staging table when the worker makes it (worker/import/staging.ts):
+-- distribute_by_account below, which does nothing on plain PostgreSQL.
 -- Citus cannot distribute a table with an identity column once a foreign key to a reference table
 -- made it a Citus local table (as accounts' reference table does to schema_attributes): the
 -- attributes' creation order comes from a sequence of its own instead, on both engines.
@@ -20,6 +20,28 @@ alter table schema_attributes alter column position drop identity;
 create sequence schema_attributes_position_seq as bigint owned by schema_attributes.position;
 select setval('schema_attributes_position_seq', coalesce((select max(position) from schema_attributes), 0) + 1, false);
 alter table schema_attributes alter column position set default nextval('schema_attributes_position_seq');
+
+-- Makes `t` hash-distributed by account_id and colocated with contacts, on a database whose contacts
+-- are distributed; nothing on plain PostgreSQL (or before distribute_tables ran), nothing for a table
+-- that already is. Every statement of one account then runs on the node of the account's shards.
+create function distribute_by_account(t regclass) returns void language plpgsql as $$
+declare
+  cluster boolean;
+  done boolean;
+begin
+  if to_regclass('pg_catalog.pg_dist_partition') is null then
+    return;
+  end if;
+  -- Citus's catalog only in dynamic SQL: plain PostgreSQL has none to parse a static query against.
+  execute $q$ select exists (select 1 from pg_catalog.pg_dist_partition
+                             where logicalrelid = 'contacts'::regclass and partmethod = 'h'),
+                     exists (select 1 from pg_catalog.pg_dist_partition
+                             where logicalrelid = $1 and partmethod = 'h') $q$
+    into cluster, done using t;
+  if cluster and not done then
+    perform create_distributed_table(t, 'account_id', colocate_with => 'contacts');
+  end if;
+end $$;
 
 create function distribute_tables() returns void language plpgsql as $$
 declare
@@ -46,15 +68,13 @@ begin
   alter table suppression_imports drop constraint if exists suppression_imports_list_fkey;
   alter table suppression_imports drop constraint if exists suppression_imports_account_id_list_id_fkey;
   -- contacts first: it names the colocation group.
+  perform create_distributed_table('contacts', 'account_id')
+    where not exists (select 1 from pg_dist_partition where logicalrelid = 'contacts'::regclass and partmethod = 'h');
   foreach t in array array[
-    'contacts', 'seed_addresses', 'schema_attributes', 'brands', 'brand_subscribe_events',
-    'bulk_operations', 'contact_imports', 'cache_versions', 'suppression_lists',
-    'suppression_records', 'suppression_imports'
+    'seed_addresses', 'schema_attributes', 'brands', 'brand_subscribe_events', 'bulk_operations',
+    'contact_imports', 'cache_versions', 'suppression_lists', 'suppression_records', 'suppression_imports'
   ] loop
-    if not exists (select 1 from pg_dist_partition where logicalrelid = t::regclass and partmethod = 'h') then
-      perform create_distributed_table(t, 'account_id',
-        colocate_with => case when t = 'contacts' then 'default' else 'contacts' end);
-    end if;
+    perform distribute_by_account(t::regclass);
   end loop;
   alter table suppression_imports add constraint suppression_imports_list_fkey
     foreign key (account_id, list_id) references suppression_lists (account_id, id);

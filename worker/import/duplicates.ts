@@ -26,11 +26,11 @@ export async function recordDuplicatesOnce(p: Pipeline): Promise<number> {
   if (row?.recorded && expected > 0 && (await recorded(p, t.rejects)) !== expected) {
     const [present] = await sql<{ kept: boolean }[]>`select to_regclass(${t.rows}) is not null as kept`;
     // Dropped only after the scan's commit; an empty table is a PostgreSQL crash (see ensureStaged).
-    if (!present?.kept || !(await hasRows(sql, t.rows))) {
+    if (!present?.kept || !(await hasRows(sql, t.rows, job.accountId))) {
       throw new StagingLostError(`the staged rows of import ${job.id} were lost before its duplicate rows were found`);
     }
     const started = performance.now();
-    written = await recordDuplicates(sql, t);
+    written = await recordDuplicates(sql, t, job.accountId);
     if (written !== expected)
       throw new Error(`import ${job.id}: ${written} duplicate rows found, but dedupe dropped ${expected}`);
     p.log('import duplicate rows recorded', {
@@ -45,7 +45,8 @@ export async function recordDuplicatesOnce(p: Pipeline): Promise<number> {
 
 async function recorded(p: Pipeline, rejects: string): Promise<number> {
   const [r] = await p.sql.unsafe<{ n: string }[]>(
-    `select count(*) as n from ${rejects} where reason = 'duplicate_in_file'`,
+    `select count(*) as n from ${rejects} where account_id = $1::uuid and reason = 'duplicate_in_file'`,
+    [p.job.accountId],
   );
   return Number(r!.n);
 }

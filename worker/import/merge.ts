@@ -5,7 +5,7 @@ import { withAccountHold } from './merge/account-hold';
 import type { Part } from './merge/batch';
 import { mergeBatches } from './merge/schedule';
 import { partStatements } from './merge/sql-files';
-import { rejectsTableDdl } from './rejects';
+import { ensureRejectsTable } from './rejects';
 import { ReportDraft } from './report';
 import { partSizes, stagingTables } from './staging';
 import { loadReportFacts, StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
@@ -32,13 +32,13 @@ export async function mergePhase(p: Pipeline, merge: MergeProgress): Promise<Ste
     await recordDuplicatesOnce(p).catch((e: unknown) => readAgainIfLost(p, e));
     return { phase: 'finish' };
   }
-  const sizes = await partSizes(p.sql, job.id);
+  const sizes = await partSizes(p.sql, job.id, job.accountId);
   if (!sizes || sizes.reduce((a, b) => a + b, 0) !== rowCount) {
     throw new StagingLostError(`the merge table of import ${job.id} does not hold its ${rowCount} rows`);
   }
   const t = stagingTables(job.id);
   // The read made it; an import read by an older worker has none, and records nothing in it.
-  await p.sql.unsafe(rejectsTableDdl(t.rejects));
+  await ensureRejectsTable(p.sql, t.rejects, job.accountId);
   const { rejectsRecorded } = await loadReportFacts(p.sql, job);
   const parts: Part[] = [];
   let offset = 0;

@@ -8,9 +8,9 @@ import { CopySink } from './copy-sink';
 import { parseCsv, utf8Text } from './csv';
 import { decompressed } from './decompress';
 import { HeapGuard } from './heap-guard';
-import { forgetRead, RejectWriter, rejectsTableDdl } from './rejects';
+import { ensureRejectsTable, forgetRead, RejectWriter } from './rejects';
 import { expectedRows, RepeatFilter, repeatsTableDdl } from './repeats';
-import { dropStaging, rowsTableDdl, stagingTables } from './staging';
+import { distributeStaging, dropStaging, rowsTableDdl, stagingTables } from './staging';
 import { ImportFileError, type Pipeline, type Step } from './state';
 
 /**
@@ -61,12 +61,16 @@ export async function readPhase(p: Pipeline): Promise<Step> {
   const t = stagingTables(job.id);
   // Made anew: an earlier read of this import may have left rows behind (and a merge table built from them).
   await dropStaging(conn, job.id);
-  await conn.unsafe(rowsTableDdl(t.rows));
+  await conn.unsafe(rowsTableDdl(t.rows, job.accountId));
+  await distributeStaging(conn, t.rows);
   // Made always (the merge's statements name it), filled only with the report on.
-  await conn.unsafe(rejectsTableDdl(t.rejects));
-  await forgetRead(sql, t.rejects);
-  if (report) await conn.unsafe(repeatsTableDdl(t.repeats));
-  const rejects = report ? new RejectWriter(sql, t.rejects) : undefined;
+  await ensureRejectsTable(conn, t.rejects, job.accountId);
+  await forgetRead(sql, t.rejects, job.accountId);
+  if (report) {
+    await conn.unsafe(repeatsTableDdl(t.repeats));
+    await distributeStaging(conn, t.repeats);
+  }
+  const rejects = report ? new RejectWriter(sql, t.rejects, job.accountId) : undefined;
   // Made at the first chunk, sized from its rows (expectedRows).
   let repeats: RepeatFilter | undefined;
   let heap: HeapGuard | undefined;
@@ -85,7 +89,7 @@ export async function readPhase(p: Pipeline): Promise<Step> {
     await parseCsv(text, (rows, flagged, unparsed, newline, parsed) => {
       if (report && !repeats) {
         const size = Number(job.objectSize ?? 0);
-        repeats = new RepeatFilter(sql, t.repeats, expectedRows(size, gzip, rows.length, parsed));
+        repeats = new RepeatFilter(sql, t.repeats, job.accountId, expectedRows(size, gzip, rows.length, parsed));
         if (repeats.bytes >= GUARDED_FILTER_BYTES) heap = new HeapGuard(HEAP_GROWTH);
       }
       fileRows += rows.length;

@@ -1,6 +1,7 @@
-import type { Sql } from '../../src/db';
+import type { AnySql, Sql } from '../../src/db';
 import { READ_REASONS, type Reason } from '../../src/imports/rejections';
 import { InsertQueue } from './insert-queue';
+import { distributeStaging, uuid } from './staging';
 
 /**
  * The import's rejected rows, for its report (worker/import/report.ts): one row per data row of
@@ -13,19 +14,32 @@ import { InsertQueue } from './insert-queue';
  * and each merge batch its skipped rows in its own transaction (sql/merge/merge-batch.sql), so the
  * table is logged. It holds only rejected rows, so its WAL is small.
  */
-export function rejectsTableDdl(table: string): string {
-  return `
+export async function ensureRejectsTable(sql: AnySql, table: string, accountId: string): Promise<void> {
+  await sql.unsafe(`
     create table if not exists ${table} (
-      row_no    int8 primary key,
-      reason    text not null,
-      column_no int2,
-      info      int8
-    )`;
+      account_id uuid not null,
+      row_no     int8 not null,
+      reason     text not null,
+      column_no  int2,
+      info       int8,
+      primary key (account_id, row_no)
+    )`);
+  // Made by a worker from before staging tables had the account (on plain PostgreSQL: a cluster
+  // never had those): its rows are this import's.
+  const [made] = await sql<{ old: boolean }[]>`
+    select not exists (select 1 from pg_attribute
+                       where attrelid = ${table}::regclass and attname = 'account_id') as old`;
+  if (made!.old)
+    await sql.unsafe(`alter table ${table} add column account_id uuid not null default '${uuid(accountId)}'`);
+  await distributeStaging(sql, table);
 }
 
 /** A read that starts over forgets what the last read found; a merge's skipped rows stay. */
-export async function forgetRead(sql: Sql, table: string): Promise<void> {
-  await sql.unsafe(`delete from ${table} where reason = any($1::text[])`, [READ_REASONS], { prepare: false });
+export async function forgetRead(sql: Sql, table: string, accountId: string): Promise<void> {
+  await sql.unsafe(`delete from ${table} where account_id = $1::uuid and reason = any($2::text[])`, [
+    accountId,
+    READ_REASONS,
+  ]);
 }
 
 /** Rows per INSERT: a statement's own cost vanishes, memory stays flat. */
@@ -47,6 +61,7 @@ export class RejectWriter {
   constructor(
     sql: Sql,
     private readonly table: string,
+    private readonly accountId: string,
   ) {
     this.queue = new InsertQueue(sql);
   }
@@ -68,9 +83,9 @@ export class RejectWriter {
   private flush(): void {
     if (this.rowNos.length === 0) return;
     this.queue.push(
-      `insert into ${this.table} (row_no, reason, column_no, info)
-       select * from unnest($1::int8[], $2::text[], $3::int2[], $4::int8[])`,
-      [this.rowNos, this.reasons, this.columns, this.infos],
+      `insert into ${this.table} (account_id, row_no, reason, column_no, info)
+       select $1::uuid, * from unnest($2::int8[], $3::text[], $4::int2[], $5::int8[])`,
+      [this.accountId, this.rowNos, this.reasons, this.columns, this.infos],
     );
     this.rowNos = [];
     this.reasons = [];
@@ -87,18 +102,26 @@ export class RejectWriter {
  * runs it only when it dropped rows: a file without repeated emails, whose filter still flags about
  * 1% of its emails, costs no scan. Replaces the rows an earlier run recorded; returns how many.
  */
-export async function recordDuplicates(sql: Sql, t: { rows: string; repeats: string; rejects: string }) {
+export async function recordDuplicates(
+  sql: Sql,
+  t: { rows: string; repeats: string; rejects: string },
+  accountId: string,
+) {
   return sql.begin(async (tx) => {
-    await tx.unsafe(`delete from ${t.rejects} where reason = 'duplicate_in_file'`);
+    await tx.unsafe(`delete from ${t.rejects} where account_id = $1::uuid and reason = 'duplicate_in_file'`, [
+      accountId,
+    ]);
     const written = await tx.unsafe(
-      `insert into ${t.rejects} (row_no, reason, info)
-     select row_no, 'duplicate_in_file', last_row
+      `insert into ${t.rejects} (account_id, row_no, reason, info)
+     select $1::uuid, row_no, 'duplicate_in_file', last_row
      from (
        select r.row_no, max(r.row_no) over (partition by r.email_md5) as last_row
        from ${t.rows} r
-       where r.email_md5 in (select email_md5 from ${t.repeats})
+       where r.account_id = $1::uuid
+         and r.email_md5 in (select email_md5 from ${t.repeats} where account_id = $1::uuid)
      ) per_email
      where row_no < last_row`,
+      [accountId],
     );
     return written.count;
   });

@@ -40,6 +40,7 @@ export class RepeatFilter {
   constructor(
     sql: Sql,
     private readonly table: string,
+    private readonly accountId: string,
     expectedRows: number,
   ) {
     let size = MIN_BITS;
@@ -80,7 +81,10 @@ export class RepeatFilter {
   private flush(): void {
     if (this.pending.length === 0) return;
     this.count += this.pending.length;
-    this.queue.push(`insert into ${this.table} (email_md5) select unnest($1::uuid[])`, [this.pending]);
+    this.queue.push(`insert into ${this.table} (account_id, email_md5) select $1::uuid, unnest($2::uuid[])`, [
+      this.accountId,
+      this.pending,
+    ]);
     this.pending = [];
   }
 }
@@ -115,5 +119,5 @@ function hex32(s: string, at: number): number {
 
 /** DDL of the repeats table: UNLOGGED like the staged rows it points into, and rebuilt with them. */
 export function repeatsTableDdl(table: string): string {
-  return `create unlogged table if not exists ${table} (email_md5 uuid not null)`;
+  return `create unlogged table if not exists ${table} (account_id uuid not null, email_md5 uuid not null)`;
 }

@@ -139,7 +139,8 @@ async function draft(p: Pipeline, signal: AbortSignal): Promise<ReportFile | und
 
 async function recordedLines(p: Pipeline): Promise<number> {
   const table = stagingTables(p.job.id).rejects;
-  const [{ n } = { n: 0 }] = await p.sql<{ n: string }[]>`select count(*) as n from ${p.sql(table)}`;
+  const [{ n } = { n: 0 }] = await p.sql<{ n: string }[]>`
+    select count(*) as n from ${p.sql(table)} where account_id = ${p.job.accountId}::uuid`;
   return Number(n);
 }
 
@@ -231,7 +232,8 @@ async function writeFile(
   signal?.throwIfAborted();
   const file = createWriteStream(path);
   const cursor = sql<Rejected[]>`
-    select row_no, reason, column_no, info from ${sql(table)} order by row_no`.cursor(CURSOR_ROWS);
+    select row_no, reason, column_no, info from ${sql(table)}
+    where account_id = ${job.accountId}::uuid order by row_no`.cursor(CURSOR_ROWS);
   const out = new ReportOut(file, cursor[Symbol.asyncIterator](), columns);
   const source = await p.store.read(job.objectKey!, facts.objectEtag ?? undefined, { chunkBytes: WALK_CHUNK_BYTES });
   const stop = () => source.destroy(new Error('the rejected-rows report draft was discarded'));

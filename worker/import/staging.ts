@@ -1,4 +1,4 @@
-import type { Sql } from '../../src/db';
+import type { AnySql, Sql } from '../../src/db';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -60,6 +60,12 @@ export function stagingTables(importId: string): StagingTables {
   return { rows: `import_rows_${hex}`, parts, repeats: `import_repeats_${hex}`, rejects: `import_rejects_${hex}` };
 }
 
+/** `id`, checked to be a uuid: safe to write into SQL text as a literal. */
+export function uuid(id: string): string {
+  if (!UUID.test(id)) throw new Error(`${id} is not a uuid`);
+  return id;
+}
+
 /** The uuid whose 128 bits are `n`. */
 function uuidAt(n: bigint): string {
   const h = n.toString(16).padStart(32, '0');
@@ -72,15 +78,27 @@ function allStagingTables(t: StagingTables): string {
 }
 
 /**
+ * Makes a staging table just created distributed like the contacts on a Citus cluster (migration
+ * 0007's distribute_by_account; nothing on plain PostgreSQL). Every staging table has the import's
+ * `account_id`, and every statement on one names it, so on a cluster each runs whole on the node of
+ * the account's shards, the merge's INSERT … SELECT included: nothing is pulled to the coordinator.
+ */
+export async function distributeStaging(sql: AnySql, table: string): Promise<void> {
+  await sql`select distribute_by_account(${table}::regclass)`;
+}
+
+/**
  * DDL of the table the read phase COPYs validated rows into. UNLOGGED: it is rebuilt from the file
- * after any crash anyway, so WAL for it would be pure cost. `row_no` is the data row's position in
- * the file; the last row per email wins at dedupe. `attribute_count` is how many attributes the row
+ * after any crash anyway, so WAL for it would be pure cost. `account_id` is the import's account,
+ * filled by its default (the COPY does not send it). `row_no` is the data row's position in the
+ * file; the last row per email wins at dedupe. `attribute_count` is how many attributes the row
  * sent (keys of `attributes`): a row that sends every attribute of the schema replaces a contact's
  * attributes whole under `overwrite`, and merge-batch.sql skips the jsonb merge for it.
  */
-export function rowsTableDdl(table: string): string {
+export function rowsTableDdl(table: string, accountId: string): string {
   return `
     create unlogged table if not exists ${table} (
+      account_id uuid   not null default '${uuid(accountId)}',
       row_no     bigint not null,
       email_md5  uuid   not null,
       email      text   not null,
@@ -102,8 +120,11 @@ export async function dropStaging(sql: Sql, importId: string): Promise<void> {
  * Whether an unlogged staging table holds any row. A crash empties such a table as a whole, so one
  * row present means all are: no count of the whole table (a full scan, ~5 s at 25M rows) to check.
  */
-export async function hasRows(sql: Sql, table: string): Promise<boolean> {
-  const [r] = await sql.unsafe<{ any: boolean }[]>(`select exists (select 1 from ${table}) as any`);
+export async function hasRows(sql: Sql, table: string, accountId: string): Promise<boolean> {
+  const [r] = await sql.unsafe<{ any: boolean }[]>(
+    `select exists (select 1 from ${table} where account_id = $1::uuid) as any`,
+    [accountId],
+  );
   return r!.any;
 }
 
@@ -114,14 +135,19 @@ export async function dropRejects(sql: Sql, importId: string): Promise<void> {
 
 /**
  * Rows in each part of the merge table (its highest seq: one primary-key probe), or undefined
- * when a part is missing.
+ * when a part is missing, or was made by a worker from before staging tables had `account_id`.
  */
-export async function partSizes(sql: Sql, importId: string): Promise<number[] | undefined> {
+export async function partSizes(sql: Sql, importId: string, accountId: string): Promise<number[] | undefined> {
   const sizes: number[] = [];
   for (const part of stagingTables(importId).parts) {
-    const [rel] = await sql<{ present: boolean }[]>`select to_regclass(${part.table}) is not null as present`;
+    const [rel] = await sql<{ present: boolean }[]>`
+      select exists (select 1 from pg_attribute
+                     where attrelid = to_regclass(${part.table}) and attname = 'account_id') as present`;
     if (!rel!.present) return undefined;
-    const [r] = await sql.unsafe<{ n: number }[]>(`select coalesce(max(seq), 0)::int8 as n from ${part.table}`);
+    const [r] = await sql.unsafe<{ n: number }[]>(
+      `select coalesce(max(seq), 0)::int8 as n from ${part.table} where account_id = $1::uuid`,
+      [accountId],
+    );
     sizes.push(Number(r!.n));
   }
   return sizes;
