@@ -83,14 +83,15 @@ export interface Upload {
  */
 export async function markUploaded(sql: AnySql, accountId: string, importId: string, u: Upload): Promise<boolean> {
   const from = u.replaces ? sql`('awaiting-upload', 'uploaded')` : sql`('awaiting-upload')`;
-  const at = u.at ?? null;
+  // Not coalesce(at, now()): Citus refuses now() inside a COALESCE or CASE of a write.
+  const at = u.at ? sql`${u.at}::timestamptz` : sql`now()`;
   const [row] = await sql`
     update contact_imports
     set status = 'uploaded', object_key = ${u.key}, object_etag = ${u.etag ?? null}, object_size = ${u.size},
-        uploaded_at = coalesce(${at}::timestamptz, now()), updated_at = now()
+        uploaded_at = ${at}, updated_at = now()
     where account_id = ${accountId} and id = ${importId}
       and status in ${from} and started_at is null
-      and created_at + interval '24 hours' > coalesce(${at}::timestamptz, now())
+      and created_at + interval '24 hours' > ${at}
     returning id`;
   return row !== undefined;
 }
@@ -120,7 +121,8 @@ export async function startRead(sql: Sql, accountId: string, importId: string): 
     set status = 'importing', phase = 'read',
         -- Kept when the rows are read again for a merge under way (see ensureStaged in worker/import/dedupe.ts).
         percent_complete = case when row_count is null then 0 else percent_complete end,
-        started_at = coalesce(started_at, now()), attempts = attempts + 1, updated_at = now()
+        -- The first start's time: LEAST ignores a NULL (Citus refuses now() inside a COALESCE or CASE).
+        started_at = least(started_at, now()), attempts = attempts + 1, updated_at = now()
     where account_id = ${accountId}::uuid and id = ${importId}::uuid and status in ('uploaded', 'importing')`;
   return r.count > 0;
 }
@@ -271,21 +273,25 @@ export async function finishImport(
 /**
  * Reports past their retention, forgotten: the sweep removes their objects after this commits (a
  * crash in between leaves an object no import points to, which the store's own expiry may take).
+ * The candidates of every account are found first, then each is forgotten by a statement of its own
+ * account, guarded on the key it had: on a Citus cluster a row lock cannot be taken by a query over
+ * every account's shards, and a sweep running beside this one forgets each report once all the same.
  */
 export async function expireRejectedRows(sql: Sql, limit: number): Promise<{ id: string; key: string }[]> {
-  return sql<{ id: string; key: string }[]>`
-    update contact_imports c
-    -- expires_at stays: it tells a report that is no longer kept from an import that had none.
-    set rejected_rows_key = null, rejected_rows_count = null
-    from (
-      select account_id, id, rejected_rows_key from contact_imports
-      where rejected_rows_key is not null and rejected_rows_expires_at <= now()
-      order by rejected_rows_expires_at
-      limit ${limit}
-      for update skip locked
-    ) old
-    where c.account_id = old.account_id and c.id = old.id
-    returning c.id, old.rejected_rows_key as key`;
+  const due = await sql<{ account_id: string; id: string; key: string }[]>`
+    select account_id, id, rejected_rows_key as key from contact_imports
+    where rejected_rows_key is not null and rejected_rows_expires_at <= now()
+    order by rejected_rows_expires_at
+    limit ${limit}`;
+  const expired: { id: string; key: string }[] = [];
+  for (const r of due) {
+    // expires_at stays: it tells a report that is no longer kept from an import that had none.
+    const moved = await sql`
+      update contact_imports set rejected_rows_key = null, rejected_rows_count = null
+      where account_id = ${r.account_id}::uuid and id = ${r.id}::uuid and rejected_rows_key = ${r.key}`;
+    if (moved.count > 0) expired.push({ id: r.id, key: r.key });
+  }
+  return expired;
 }
 
 /**

@@ -30,7 +30,7 @@ export const accountCommands: Record<string, Command> = {
         await requireAccount(sql, accountId);
         // Suspending again keeps the first suspension time.
         await sql.begin(async (tx) => {
-          await tx`update accounts set suspended_at = coalesce(suspended_at, now()) where id = ${accountId}`;
+          await tx`update accounts set suspended_at = least(suspended_at, now()) where id = ${accountId}`;
           await cacheChanged(tx, accountId, 'accounts');
         });
         return { id: accountId, suspended: true };

@@ -123,7 +123,7 @@ export const brandCommands: Record<string, Command> = {
         // Soft delete: the row stays so contacts whose brandIds still hold the id can name it.
         // Deleting an already deleted brand succeeds and keeps the first deletion time.
         const [row] = await sql`
-          update brands set deleted_at = coalesce(deleted_at, now())
+          update brands set deleted_at = least(deleted_at, now())
           where account_id = ${accountId} and id = ${brandId}
           returning id`;
         if (!row) throw new AdminError(`no brand ${brandId} in account ${accountId}`);

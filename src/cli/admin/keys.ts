@@ -66,7 +66,7 @@ export const keyCommands: Record<string, Command> = {
         // Revoking again keeps the first revocation time.
         const revoked = await sql.begin(async (tx) => {
           const [row] = await tx<{ account_id: string }[]>`
-            update api_keys set revoked_at = coalesce(revoked_at, now())
+            update api_keys set revoked_at = least(revoked_at, now())
             where id = ${keyId} ${accountId ? tx`and account_id = ${accountId}` : tx``}
             returning account_id`;
           if (row) await cacheChanged(tx, row.account_id, 'api_keys', keyId);

@@ -1,0 +1,156 @@
+/**
+ * On a Citus cluster (the second pass of test/run.ts): every account-scoped table is hash-distributed
+ * by account_id and colocated with contacts, accounts and api_keys are reference tables, and an
+ * import's staging is distributed the same way, so a multi-batch import of two accounts whose shards
+ * sit on different workers writes each account's contacts on its own worker, exact.
+ */
+import { beforeAll, describe, expect, test } from 'bun:test';
+import { runImport } from '../../worker/import/index';
+import { partStatements } from '../../worker/import/merge/sql-files';
+import { ensureRejectsTable } from '../../worker/import/rejects';
+import { distributeStaging, stagingTables } from '../../worker/import/staging';
+import { importRow, stageImport, testConfig } from '../helpers/file-store';
+import { createAccount } from '../helpers/fixtures';
+import { importBed } from '../helpers/import-bed';
+
+const bed = importBed();
+
+const ACCOUNT_TABLES = [
+  'brand_subscribe_events',
+  'brands',
+  'bulk_operations',
+  'cache_versions',
+  'contact_imports',
+  'contacts',
+  'schema_attributes',
+  'seed_addresses',
+  'suppression_imports',
+  'suppression_lists',
+  'suppression_records',
+];
+
+beforeAll(async () => {
+  const [citus] = await bed.db.sql`select 1 from pg_extension where extname = 'citus'`;
+  if (!citus) throw new Error('test/cluster/ runs on a Citus cluster: CITUS_WORKERS=2 bun test/run.ts test/cluster');
+});
+
+describe('distribution', () => {
+  test('account tables distributed by account_id, colocated; accounts, api_keys reference tables', async () => {
+    const sql = bed.db.sql;
+    const withAccount = await sql<{ t: string }[]>`
+      select c.relname as t from pg_class c join pg_namespace n on n.oid = c.relnamespace
+      where n.nspname = 'public' and c.relkind = 'r' and c.relname not like 'import\\_%'
+        and exists (select 1 from pg_attribute a where a.attrelid = c.oid and a.attname = 'account_id')
+      order by 1`;
+    expect(withAccount.map((r) => r.t)).toEqual([...ACCOUNT_TABLES, 'api_keys'].sort());
+
+    const rows = await sql<{ t: string; method: string; column: string | null; colocated: boolean }[]>`
+      select logicalrelid::text as t, partmethod as method,
+             column_to_column_name(logicalrelid, partkey) as column,
+             colocationid = (select colocationid from pg_dist_partition where logicalrelid = 'contacts'::regclass)
+               as colocated
+      from pg_dist_partition order by 1`;
+    const byTable = Object.fromEntries(rows.map((r) => [r.t, r]));
+    for (const t of ACCOUNT_TABLES)
+      expect(byTable[t]).toEqual({ t, method: 'h', column: 'account_id', colocated: true });
+    for (const t of ['accounts', 'api_keys']) expect(byTable[t]).toMatchObject({ t, method: 'n', column: null });
+    const [ref] = await sql<{ n: number }[]>`
+      select count(*)::int as n from pg_dist_partition
+      where logicalrelid in ('accounts'::regclass, 'api_keys'::regclass) and repmodel = 't'`;
+    expect(ref!.n).toBe(2);
+  });
+});
+
+describe('an import on the cluster', () => {
+  test('two accounts on different workers: each multi-batch import lands on its own worker, exact', async () => {
+    const sql = bed.db.sql;
+    // Accounts whose shards sit on different workers (account_id decides the shard).
+    const nodeOf = async (account: string) => {
+      const [r] = await sql<{ port: number }[]>`
+        select nodeport as port from citus_shards
+        where table_name = 'contacts'::regclass
+          and shardid = get_shard_id_for_distribution_column('contacts', ${account}::uuid)`;
+      return r!.port;
+    };
+    const accounts: string[] = [];
+    const ports = new Set<number>();
+    while (accounts.length < 2) {
+      const id = await createAccount(sql);
+      const port = await nodeOf(id);
+      if (!ports.has(port)) {
+        ports.add(port);
+        accounts.push(id);
+      }
+    }
+
+    const ROWS = 2_500;
+    for (const [k, account] of accounts.entries()) {
+      const lines = Array.from({ length: ROWS }, (_, i) => `a${k}-${i}@example.com`);
+      // Every tenth email twice: the dedupe keeps one.
+      const csv = `Email\n${[...lines, ...lines.filter((_, i) => i % 10 === 0)].join('\n')}\n`;
+      const id = await stageImport(sql, bed.files.store, account, csv, { columns: ['Email'] });
+      await runImport({ sql, storage: bed.files.store, config: testConfig(1_000) }, account, id);
+      expect(await importRow(sql, account, id)).toMatchObject({
+        status: 'success',
+        addedCount: ROWS,
+        updatedCount: 0,
+        duplicateInFileCount: ROWS / 10,
+      });
+    }
+
+    // Each worker holds exactly its account's contacts, read from its own shards.
+    for (const account of accounts) {
+      const [placed] = await sql<{ n: number }[]>`
+        select result::int as n from run_command_on_shards('contacts',
+          format('select count(*) from %s where account_id = %L', '%s', ${account}::text))
+        where shardid = get_shard_id_for_distribution_column('contacts', ${account}::uuid)`;
+      expect(placed!.n).toBe(ROWS);
+      const [total] = await sql<{ n: number }[]>`select count(*)::int as n from contacts where account_id = ${account}`;
+      expect(total!.n).toBe(ROWS);
+    }
+    expect(ports.size).toBe(2);
+    // Nothing of the imports' staging is left on any node.
+    const [left] = await sql<{ n: number }[]>`
+      select count(*)::int as n from pg_dist_partition where logicalrelid::text like 'import\\_%'`;
+    expect(left!.n).toBe(0);
+  }, 120_000);
+});
+
+describe('the merge statements on the cluster', () => {
+  test('each runs whole on the node of the account: one task, no pull to the coordinator, no repartition', async () => {
+    const sql = bed.db.sql;
+    const account = await createAccount(sql);
+    const importId = crypto.randomUUID();
+    const t = stagingTables(importId);
+    const part = t.parts[0]!.table;
+    // The merge table as the dedupe leaves it (worker/import/dedupe.ts), with a few rows.
+    await sql.unsafe(`
+      create unlogged table ${part} (
+        account_id uuid not null, seq int8 not null, email_md5 uuid not null, row_no int8 not null,
+        email text not null, attributes jsonb not null, brand_ids uuid[] not null, attribute_count int2 not null
+      )`);
+    await distributeStaging(sql, part);
+    await sql.unsafe(
+      `insert into ${part}
+       select $1::uuid, n, md5(n || '@example.com')::uuid, n, n || '@example.com', '{}', '{}', 0
+       from generate_series(1, 100) n`,
+      [account],
+    );
+    await ensureRejectsTable(sql, t.rejects, account);
+    const statements = await partStatements(part, t.rejects);
+    const explain = async (statement: string, params: unknown[]) =>
+      (await sql.unsafe<{ 'QUERY PLAN': string }[]>(`explain ${statement}`, params as never[], { prepare: false }))
+        .map((r) => r['QUERY PLAN'])
+        .join('\n');
+    const plans = [
+      await explain(statements.merge, [account, importId, 0, 100, 'overwrite', false, false, true, 'api', true]),
+      await explain(statements.insert, [account, importId, 0, 100, true, 'api']),
+      await explain(statements.clash, [account, 0, 100]),
+    ];
+    for (const plan of plans) {
+      expect(plan).toMatch(/Task Count: 1\n/);
+      expect(plan).not.toMatch(/pull to coordinator|repartition|Subplan/i);
+    }
+    await sql.unsafe(`drop table ${part}, ${t.rejects}`);
+  });
+});
