@@ -10,7 +10,7 @@ import { expect, test } from 'bun:test';
 import { runImport } from '../worker/import/index';
 import { partStatements } from '../worker/import/merge/sql-files';
 import { ensureRejectsTable } from '../worker/import/rejects';
-import { stagingTables } from '../worker/import/staging';
+import { ensurePlanTable, stagingTables } from '../worker/import/staging';
 import { importBed } from './helpers/import-bed';
 import { importRow, stageImport, testConfig } from './helpers/file-store';
 import { createAccount, createAttribute, createBrand } from './helpers/fixtures';
@@ -43,7 +43,7 @@ test('statistics predating the account: each staged row is one primary-key probe
 
   // The merge table as the dedupe phase leaves it, and the statement as merge.ts runs it.
   const importId = crypto.randomUUID();
-  const table = stagingTables(importId).parts[0]!.table;
+  const { table, plan: planTable } = stagingTables(importId).parts[0]!;
   await sql.unsafe(`
     create unlogged table ${table} as
     select '${id}'::uuid as account_id, row_number() over (order by md5) as seq, md5 as email_md5, n as row_no, email,
@@ -56,18 +56,20 @@ test('statistics predating the account: each staged row is one primary-key probe
   // The statement as merge.ts builds it, with the rejects table it names (recording skips, $10, off).
   const rejects = stagingTables(importId).rejects;
   await ensureRejectsTable(sql, rejects, id);
-  const statement = (await partStatements(table, rejects)).merge;
-  const plan = await sql.begin(async (tx) => {
-    await tx`set local enable_hashjoin = off`;
-    await tx`set local enable_mergejoin = off`;
-    const rows = await tx.unsafe<{ 'QUERY PLAN': string }[]>(
-      `explain ${statement}`,
-      [id, importId, 0, 2 * EXISTING, 'overwrite', false, false, true, 'api', false],
-      { prepare: false },
-    );
-    return rows.map((r) => r['QUERY PLAN']).join('\n');
-  });
-  await sql.unsafe(`drop table ${table}, ${rejects}`);
+  await ensurePlanTable(sql, planTable);
+  const { merge } = await partStatements({ merge: table, plan: planTable, rejects });
+  const explain = (statement: string, params: unknown[]) =>
+    sql.begin(async (tx) => {
+      await tx`set local enable_hashjoin = off`;
+      await tx`set local enable_mergejoin = off`;
+      const rows = await tx.unsafe<{ 'QUERY PLAN': string }[]>(`explain ${statement}`, params as never[], {
+        prepare: false,
+      });
+      return rows.map((r) => r['QUERY PLAN']).join('\n');
+    });
+  const plan = await explain(merge.plan, [id, 0, 2 * EXISTING, 'overwrite', false, false]);
+  const write = await explain(merge.write, [id, 0, 2 * EXISTING, importId, 'api']);
+  await sql.unsafe(`drop table ${table}, ${planTable}, ${rejects}`);
 
   expect(plan).toMatch(
     new RegExp(
@@ -82,9 +84,10 @@ test('statistics predating the account: each staged row is one primary-key probe
         String.raw`(Index Cond|Filter): \(\(account_id = '[0-9a-f-]+'::uuid\) AND \(email_md5 = r\.email_md5\)\)`,
     ),
   );
-  expect(plan).toMatch(/Conflict Arbiter Indexes: contacts_pkey/);
-  expect(plan).not.toMatch(/Update on contacts/);
   expect(plan).not.toMatch(/Join Filter/);
+  // The writes read the plan by its key range and find each contact again through its primary key.
+  expect(write).toMatch(/Conflict Arbiter Indexes: contacts_pkey/);
+  expect(write).not.toMatch(/Join|Update on contacts/);
 
   // And the real import of that file ends with the counts the semantics demand.
   const lines = Array.from({ length: 2 * EXISTING }, (_, i) => `u${i + 1}@example.com,New`);

@@ -8,9 +8,9 @@ import { beforeAll, describe, expect, test } from 'bun:test';
 import { runImport } from '../../worker/import/index';
 import { partStatements } from '../../worker/import/merge/sql-files';
 import { ensureRejectsTable } from '../../worker/import/rejects';
-import { distributeStaging, stagingTables } from '../../worker/import/staging';
+import { distributeStaging, ensurePlanTable, stagingTables } from '../../worker/import/staging';
 import { importRow, stageImport, testConfig } from '../helpers/file-store';
-import { createAccount } from '../helpers/fixtures';
+import { createAccount, createBrand } from '../helpers/fixtures';
 import { importBed } from '../helpers/import-bed';
 
 const bed = importBed();
@@ -109,6 +109,25 @@ describe('an import on the cluster', () => {
       expect(total!.n).toBe(ROWS);
     }
     expect(ports.size).toBe(2);
+    // The general merge on the cluster: the same file again with a brand for every row, so each row
+    // is an update that assigns it, with its event.
+    const [again] = accounts;
+    const brand = await createBrand(sql, again!, 'Cluster');
+    const lines = Array.from({ length: ROWS }, (_, i) => `a0-${i}@example.com`);
+    const id = await stageImport(sql, bed.files.store, again!, `Email\n${lines.join('\n')}\n`, {
+      columns: ['Email'],
+      brandIds: [brand],
+    });
+    await runImport({ sql, storage: bed.files.store, config: testConfig(1_000) }, again!, id);
+    expect(await importRow(sql, again!, id)).toMatchObject({ status: 'success', addedCount: 0, updatedCount: ROWS });
+    const [events] = await sql<{ n: number }[]>`
+      select coalesce(sum(cardinality(email_md5s)), 0)::int as n from brand_subscribe_events
+      where account_id = ${again!} and import_id = ${id} and brand_id = ${brand}`;
+    expect(events!.n).toBe(ROWS);
+    const [branded] = await sql<{ n: number }[]>`
+      select count(*)::int as n from contacts where account_id = ${again!} and brand_ids = array[${brand}::uuid]`;
+    expect(branded!.n).toBe(ROWS);
+
     // Nothing of the imports' staging is left on any node.
     const [left] = await sql<{ n: number }[]>`
       select count(*)::int as n from pg_dist_partition where logicalrelid::text like 'import\\_%'`;
@@ -117,12 +136,12 @@ describe('an import on the cluster', () => {
 });
 
 describe('the merge statements on the cluster', () => {
-  test('each runs whole on the node of the account: one task, no pull to the coordinator, no repartition', async () => {
+  test('on the node of the account: one task each, no repartition; only outbox rows pass the coordinator', async () => {
     const sql = bed.db.sql;
     const account = await createAccount(sql);
     const importId = crypto.randomUUID();
     const t = stagingTables(importId);
-    const part = t.parts[0]!.table;
+    const { table: part, plan } = t.parts[0]!;
     // The merge table as the dedupe leaves it (worker/import/dedupe.ts), with a few rows.
     await sql.unsafe(`
       create unlogged table ${part} (
@@ -137,20 +156,44 @@ describe('the merge statements on the cluster', () => {
       [account],
     );
     await ensureRejectsTable(sql, t.rejects, account);
-    const statements = await partStatements(part, t.rejects);
-    const explain = async (statement: string, params: unknown[]) =>
-      (await sql.unsafe<{ 'QUERY PLAN': string }[]>(`explain ${statement}`, params as never[], { prepare: false }))
-        .map((r) => r['QUERY PLAN'])
-        .join('\n');
-    const plans = [
-      await explain(statements.merge, [account, importId, 0, 100, 'overwrite', false, false, true, 'api', true]),
-      await explain(statements.insert, [account, importId, 0, 100, true, 'api']),
-      await explain(statements.clash, [account, 0, 100]),
+    await ensurePlanTable(sql, plan);
+    const statements = await partStatements({ merge: part, plan, rejects: t.rejects });
+    // With the values written in: Citus cannot EXPLAIN a statement it plans through the coordinator
+    // while its parameters are still parameters (it runs them, bound, all the same: the imports above).
+    const explain = async (statement: string, params: unknown[]) => {
+      const literal = statement.replace(/\$(\d+)::/g, (_, k: string) => `'${String(params[Number(k) - 1])}'::`);
+      const rows = await sql.unsafe<{ 'QUERY PLAN': string }[]>(`explain ${literal}`);
+      return rows.map((r) => r['QUERY PLAN']).join('\n');
+    };
+    const range = [account, 0, 100];
+    const { merge, insert } = statements;
+    const statementsToCheck: [string, string, unknown[]][] = [
+      ['clash', statements.clash, range],
+      ['merge.plan', merge.plan, [...range, 'overwrite', false, false]],
+      ['merge.skips', merge.skips, range],
+      ['merge.write', merge.write, [...range, importId, 'api']],
+      ['merge.events', merge.events, [...range, importId]],
+      ['merge.counts', merge.counts, range],
+      ['insert.insert', insert.insert, [...range, importId, 'api']],
+      ['insert.events', insert.events, [...range, importId]],
     ];
-    for (const plan of plans) {
-      expect(plan).toMatch(/Task Count: 1\n/);
-      expect(plan).not.toMatch(/pull to coordinator|repartition|Subplan/i);
+    const plans: string[] = [];
+    for (const [name, statement, params] of statementsToCheck) {
+      plans.push(
+        await explain(statement, params).catch((e: Error) => {
+          throw new Error(`${name}: ${e.message}`);
+        }),
+      );
     }
-    await sql.unsafe(`drop table ${part}, ${t.rejects}`);
+    for (const [k, p] of plans.entries()) {
+      const name = statementsToCheck[k]![0];
+      expect([name, p]).toEqual([name, expect.stringMatching(/Task Count: 1\n/)]);
+      expect([name, p]).toEqual([name, expect.not.stringMatching(/repartition|Distributed Subplan/i)]);
+      // The outbox's identity column takes its value on the coordinator: the events' SELECT (their
+      // grouping included) runs on the node, its rows (one per brand) come back to be inserted.
+      const pulled = /pull to coordinator/.test(p);
+      expect([name, pulled]).toEqual([name, name.endsWith('.events')]);
+    }
+    await sql.unsafe(`drop table ${part}, ${plan}, ${t.rejects}`);
   });
 });

@@ -7,7 +7,7 @@ import { mergeBatches } from './merge/schedule';
 import { partStatements } from './merge/sql-files';
 import { ensureRejectsTable } from './rejects';
 import { ReportDraft } from './report';
-import { partSizes, stagingTables } from './staging';
+import { ensurePlanTable, partSizes, stagingTables } from './staging';
 import { loadReportFacts, StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
 
 /**
@@ -44,7 +44,12 @@ export async function mergePhase(p: Pipeline, merge: MergeProgress): Promise<Ste
   let offset = 0;
   for (const [k, part] of t.parts.entries()) {
     const size = sizes[k]!;
-    parts.push({ offset, size, statements: await partStatements(part.table, t.rejects) });
+    await ensurePlanTable(p.sql, part.plan);
+    parts.push({
+      offset,
+      size,
+      statements: await partStatements({ merge: part.table, plan: part.plan, rejects: t.rejects }),
+    });
     offset += size;
   }
 

@@ -13,6 +13,8 @@ export const MERGE_PARTS = 2;
 /** One part of the deduplicated rows: its table and the email_md5 range it holds, [from, to). */
 export interface MergePart {
   table: string;
+  /** what each merge batch decided for its rows of this part, until the batch ends (merge-batch.sql) */
+  plan: string;
   /** inclusive lower bound as a uuid, or null for the first part */
   from: string | null;
   /** exclusive upper bound as a uuid, or null for the last part */
@@ -54,6 +56,7 @@ export function stagingTables(importId: string): StagingTables {
     k === 0 || k === MERGE_PARTS ? null : uuidAt((BigInt(k) << 128n) / BigInt(MERGE_PARTS));
   const parts = Array.from({ length: MERGE_PARTS }, (_, k) => ({
     table: `import_merge_${hex}_${k}`,
+    plan: `import_plan_${hex}_${k}`,
     from: bound(k),
     to: bound(k + 1),
   }));
@@ -74,7 +77,7 @@ function uuidAt(n: bigint): string {
 
 /** Every table name of one import's staging, for `drop table if exists`. */
 function allStagingTables(t: StagingTables): string {
-  return [t.rows, t.repeats, ...t.parts.map((x) => x.table)].join(', ');
+  return [t.rows, t.repeats, ...t.parts.flatMap((x) => [x.table, x.plan])].join(', ');
 }
 
 /**
@@ -85,6 +88,31 @@ function allStagingTables(t: StagingTables): string {
  */
 export async function distributeStaging(sql: AnySql, table: string): Promise<void> {
   await sql`select distribute_by_account(${table}::regclass)`;
+}
+
+/**
+ * Makes (if missing) the plan table of one part of the merge table: each merge batch writes what it
+ * decided for each of its rows there and deletes them again before it commits (merge-batch.sql), so
+ * it holds rows only while batches run. UNLOGGED: a crash takes the batches with it.
+ */
+export async function ensurePlanTable(sql: AnySql, table: string): Promise<void> {
+  await sql.unsafe(`
+    create unlogged table if not exists ${table} (
+      account_id     uuid   not null,
+      seq            int8   not null,
+      row_no         int8   not null,
+      email_md5      uuid   not null,
+      email          text   not null,
+      attributes     jsonb  not null,
+      brand_ids      uuid[] not null,
+      new_attributes jsonb,
+      new_brand_ids  uuid[],
+      assigned_brand_ids uuid[] not null,
+      skip_reason    text   not null,
+      outcome        text   not null,
+      primary key (account_id, seq)
+    )`);
+  await distributeStaging(sql, table);
 }
 
 /**

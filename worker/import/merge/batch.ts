@@ -121,36 +121,40 @@ async function mergeRange(
   to: number,
 ): Promise<BatchCounts> {
   const { job } = m.p;
+  const range = [job.accountId, from, to];
+  const run = <T extends object>(statement: string, params: unknown[]) =>
+    tx.unsafe<T[]>(statement, params as never[], { prepare: false });
+  const events = async (statement: string) => {
+    if (!job.publishEvents) return 0;
+    const sets = await run<{ n: number }>(statement, [...range, job.id]);
+    return sets.reduce((sum, r) => sum + Number(r.n), 0);
+  };
   // A range that holds no contact and no seed of the account is all adds: the plain INSERT of
   // insert-batch.sql does exactly what merge-batch.sql would, for less.
-  const [probe] = await tx.unsafe<{ clash: boolean }[]>(statements.clash, [job.accountId, from, to], {
-    prepare: false,
-  });
-  const [got] = probe!.clash
-    ? await tx.unsafe<BatchCounts[]>(
-        statements.merge,
-        [
-          job.accountId,
-          job.id,
-          from,
-          to,
-          job.strategy,
-          job.overwriteBrands,
-          job.restoreDisabled,
-          job.publishEvents,
-          job.method,
-          m.recordSkips,
-        ],
-        { prepare: false },
-      )
-    : await tx.unsafe<BatchCounts[]>(
-        statements.insert,
-        [job.accountId, job.id, from, to, job.publishEvents, job.method],
-        {
-          prepare: false,
-        },
-      );
-  return got!;
+  const [probe] = await run<{ clash: boolean }>(statements.clash, range);
+  if (!probe!.clash) {
+    const { insert } = statements;
+    const added = (await run(insert.insert, [...range, job.id, job.method])).count;
+    return { rows: added, added, updated: 0, skipped: 0, events: await events(insert.events) };
+  }
+  const { merge } = statements;
+  await run(merge.plan, [...range, job.strategy, job.overwriteBrands, job.restoreDisabled]);
+  if (m.recordSkips) await run(merge.skips, range);
+  const written = (await run(merge.write, [...range, job.id, job.method])).count;
+  const published = await events(merge.events);
+  const [got] = await run<Omit<BatchCounts, 'events'>>(merge.counts, range);
+  const counts = {
+    rows: Number(got!.rows),
+    added: Number(got!.added),
+    updated: Number(got!.updated),
+    skipped: Number(got!.skipped),
+  };
+  if (written !== counts.added + counts.updated) {
+    throw new Error(
+      `import ${job.id}: a merge batch wrote ${written} contacts, planned ${counts.added} + ${counts.updated}`,
+    );
+  }
+  return { ...counts, events: published };
 }
 
 async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {

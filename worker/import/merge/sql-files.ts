@@ -2,33 +2,61 @@ import { join } from 'node:path';
 
 const SQL_DIR = join(import.meta.dir, '../../../sql/merge');
 
-/** The statements of one merge batch over one part of the merge table. */
+/** The statements of one merge batch over one part of the merge table, in the order they run. */
 export interface PartStatements {
   /** the general batch: every strategy, row by row against the contacts (merge-batch.sql) */
-  merge: string;
+  merge: { plan: string; skips: string; write: string; events: string; counts: string };
   /** the fast path of a batch whose key range holds no contact and no seed: all adds (insert-batch.sql) */
-  insert: string;
+  insert: { insert: string; events: string };
   /** whether the batch's key range meets a contact or a seed of the account (batch-clash.sql) */
   clash: string;
 }
 
-/** The batch statements for one part of an import's merge table, and the import's rejected rows. */
-export async function partStatements(table: string, rejects: string): Promise<PartStatements> {
+/** The staging tables one part's statements name (worker/import/staging.ts). */
+export interface PartTables {
+  merge: string;
+  plan: string;
+  rejects: string;
+}
+
+/** The batch statements for one part of an import's merge table. */
+export async function partStatements(tables: PartTables): Promise<PartStatements> {
+  const merge = await sections('merge-batch.sql', tables, ['plan', 'skips', 'write', 'events', 'counts']);
+  const insert = await sections('insert-batch.sql', tables, ['insert', 'events']);
   return {
-    merge: await mergeStatement('merge-batch.sql', table, rejects),
-    insert: await mergeStatement('insert-batch.sql', table, rejects),
-    clash: await mergeStatement('batch-clash.sql', table, rejects),
+    merge: {
+      plan: merge.plan!,
+      skips: merge.skips!,
+      write: merge.write!,
+      events: merge.events!,
+      counts: merge.counts!,
+    },
+    insert: { insert: insert.insert!, events: insert.events! },
+    clash: await statement('batch-clash.sql', tables),
   };
 }
 
 const sqlTexts = new Map<string, Promise<string>>();
 
 /**
- * A statement of sql/merge for one import's merge table and rejected rows (each file is read once
- * per process). Both names are built from the import id alone (worker/import/staging.ts).
+ * A file of sql/merge for one part's tables (each file is read once per process). The names are
+ * built from the import id alone (worker/import/staging.ts).
  */
-async function mergeStatement(file: string, table: string, rejects: string): Promise<string> {
+async function statement(file: string, t: PartTables): Promise<string> {
   let text = sqlTexts.get(file);
   if (!text) sqlTexts.set(file, (text = Bun.file(join(SQL_DIR, file)).text()));
-  return (await text).replaceAll(':"merge_table"', table).replaceAll(':"rejects_table"', rejects);
+  return (await text)
+    .replaceAll(':"merge_table"', t.merge)
+    .replaceAll(':"plan_table"', t.plan)
+    .replaceAll(':"rejects_table"', t.rejects);
+}
+
+/** The statements of a file of several, each after its `-- name: <name>` line; exactly `names`. */
+async function sections(file: string, t: PartTables, names: string[]): Promise<Record<string, string>> {
+  const parts = (await statement(file, t)).split(/^-- name: *(\w+) *$/m);
+  const found: Record<string, string> = {};
+  for (let k = 1; k < parts.length; k += 2) found[parts[k]!] = parts[k + 1]!.trim().replace(/;$/, '');
+  const got = Object.keys(found).sort().join();
+  if (got !== [...names].sort().join()) throw new Error(`sql/merge/${file} names statements ${got}, not ${names}`);
+  return found;
 }
