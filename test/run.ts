@@ -2,7 +2,7 @@
  * The whole test suite, in two passes. Each starts (or reuses) the database and Redis through the
  * same mechanism as `start`, runs `bun test` with their URLs, and stops what it started.
  *
- * 1. Every file of test/ on one PostgreSQL.
+ * 1. Every test file of test/ and bench/ on one PostgreSQL.
  * 2. The contract files (contacts, brands, suppression, imports) and test/cluster/ again on an
  *    embedded Citus cluster, a coordinator and 2 workers (README "Scaling out"); Citus is built from
  *    ../shared/vendor when PostgreSQL lacks it (CITUS_SRC).
@@ -61,7 +61,7 @@ const cluster: Record<string, string> = {
 let code: number;
 if (args.length) code = await pass(process.env.CITUS_WORKERS ? cluster : {}, args);
 else {
-  code = await pass({ CITUS_WORKERS: '0' }, files('test'));
+  code = await pass({ CITUS_WORKERS: '0' }, [...files('test'), ...files('bench')]);
   const second = await pass(cluster, [...files('test', (f) => CONTRACT.test(f)), ...files('test/cluster')]);
   code ||= second;
 }

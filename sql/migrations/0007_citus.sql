@@ -78,6 +78,13 @@ begin
   end loop;
   alter table suppression_imports add constraint suppression_imports_list_fkey
     foreign key (account_id, list_id) references suppression_lists (account_id, id);
+  -- Distributing copies a table's rows into its shards and leaves them in the coordinator's own
+  -- table too, unread: gone now (a no-op for the empty tables of a new database).
+  perform truncate_local_data_after_distributing_table(logicalrelid)
+  from pg_dist_partition
+  where logicalrelid::text in ('accounts', 'api_keys', 'contacts', 'seed_addresses', 'schema_attributes', 'brands',
+                               'brand_subscribe_events', 'bulk_operations', 'contact_imports', 'cache_versions',
+                               'suppression_lists', 'suppression_records', 'suppression_imports');
   -- The single write's lock runs where the account's shards are: inside a one-statement write (the
   -- statement goes to that node whole) and when called alone (delegated there, in a transaction too).
   perform create_distributed_function('contact_write_lock(uuid)', 'account',

@@ -10,6 +10,7 @@ import { accountCommands } from './admin/accounts';
 import { AdminError, UsageError, type Command } from './admin/args';
 import { attributeCommands } from './admin/attributes';
 import { brandCommands } from './admin/brands';
+import { citusCommands } from './admin/citus';
 import { demoCommands } from './admin/demo';
 import { importCommands } from './admin/import';
 import { keyCommands } from './admin/keys';
@@ -28,6 +29,7 @@ const COMMANDS: Record<string, Command> = {
   ...importCommands,
   ...suppressionImportCommands,
   ...demoCommands,
+  ...citusCommands,
 };
 
 function usage(): string {
@@ -44,6 +46,8 @@ function usage(): string {
     '- import prints the finished import; when rows were rejected, its rejectedRowsUrl is the CSV report of',
     '  every row not added or updated and why (GET it with an imports:read key).',
     '- import cancel fails an import that is awaiting its upload or uploaded, freeing the account at once.',
+    '- citus distribute distributes the tables of a database that got Citus after its migrations, with their',
+    '  rows (README "Scaling out"); refused while an import runs.',
     '',
     'Uses DATABASE_URL, or the embedded local PostgreSQL.',
   ].join('\n');

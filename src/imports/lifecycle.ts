@@ -91,7 +91,8 @@ export async function markUploaded(sql: AnySql, accountId: string, importId: str
         uploaded_at = ${at}, updated_at = now()
     where account_id = ${accountId} and id = ${importId}
       and status in ${from} and started_at is null
-      and created_at + interval '24 hours' > ${at}
+      -- Not created_at + interval: Citus cannot send a stable function of a column (timestamptz + interval).
+      and created_at > ${at} - interval '24 hours'
     returning id`;
   return row !== undefined;
 }

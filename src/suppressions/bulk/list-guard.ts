@@ -47,12 +47,12 @@ export async function holdList<T>(
     if (!locked) throw await busy(conn, job);
     await conn`
       update suppression_imports
-      set status = 'failed', failure_reason = ${INTERRUPTED}, completed_at = clock_timestamp()
+      set status = 'failed', failure_reason = ${INTERRUPTED}, completed_at = statement_timestamp()
       where account_id = ${job.accountId} and list_id = ${job.listId} and status = 'importing'`;
     const [row] = await conn<{ id: string }[]>`
       insert into suppression_imports (account_id, list_id, status, method, estimated_end)
       values (${job.accountId}, ${job.listId}, 'importing', ${job.method},
-              clock_timestamp() + make_interval(secs => ${job.estimatedSeconds}))
+              statement_timestamp() + make_interval(secs => ${job.estimatedSeconds}))
       returning id`.catch(async (error) => {
       // Only a writer that bypasses the lock could get here; it is the same conflict.
       if ((error as { constraint_name?: string }).constraint_name === 'suppression_imports_one_running')
@@ -67,7 +67,7 @@ export async function holdList<T>(
       // A session that died has let go of the list already; its row is then marked through the pool.
       await (gone ? sql : conn)`
         update suppression_imports
-        set status = 'failed', failure_reason = ${job.describeFailure(error)}, completed_at = clock_timestamp()
+        set status = 'failed', failure_reason = ${job.describeFailure(error)}, completed_at = statement_timestamp()
         where account_id = ${job.accountId} and id = ${importId} and status = 'importing'`.catch(() => {});
       throw error;
     }
@@ -150,13 +150,13 @@ export async function finishImport(
 ): Promise<void> {
   if (c.addedCount > 0) {
     await conn`
-      update suppression_lists set record_count = record_count + ${c.addedCount}, updated_at = clock_timestamp()
+      update suppression_lists set record_count = record_count + ${c.addedCount}, updated_at = statement_timestamp()
       where account_id = ${c.accountId} and id = ${c.listId}`;
   }
   await conn`
     update suppression_imports
     set status = 'completed', total_count = ${c.totalCount}, added_count = ${c.addedCount},
         duplicate_count = ${c.totalCount - c.addedCount}, malformed_count = ${c.malformedCount},
-        completed_at = clock_timestamp(), estimated_end = null
+        completed_at = statement_timestamp(), estimated_end = null
     where account_id = ${c.accountId} and id = ${c.importId}`;
 }

@@ -193,7 +193,7 @@ async function listHasRecords(conn: Conn, job: Job): Promise<boolean> {
 async function refineEstimate(conn: Conn, job: Job, records: number): Promise<void> {
   await conn`
     update suppression_imports
-    set estimated_end = clock_timestamp() + make_interval(secs => ${Math.ceil(records / WRITE_ROWS_PER_SECOND) + 1})
+    set estimated_end = statement_timestamp() + make_interval(secs => ${Math.ceil(records / WRITE_ROWS_PER_SECOND) + 1})
     where account_id = ${job.accountId} and id = ${job.importId}`;
 }
 

@@ -1,0 +1,96 @@
+/**
+ * `bun run admin citus distribute` as an operator runs it on a database that was migrated and used on
+ * one PostgreSQL and got Citus later: the tables are distributed in place, with their rows, and the
+ * service's reads and writes go on as before.
+ */
+import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { join } from 'node:path';
+import { connect, type Sql } from '../../src/db';
+import { formCluster } from '../../src/embedded/citus';
+import { migrate } from '../../src/migrate';
+import { createAccount, createBrand } from '../helpers/fixtures';
+import { testServices, withDatabase } from '../helpers/services';
+
+const ROOT = join(import.meta.dir, '../..');
+const name = `test_${crypto.randomUUID().replaceAll('-', '').slice(0, 16)}`;
+let nodes: string[] = [];
+let url = '';
+let sql: Sql;
+
+async function onServer(serverUrl: string, statement: string): Promise<void> {
+  const admin = connect(serverUrl, 1);
+  try {
+    await admin.unsafe(statement);
+  } finally {
+    await admin.end();
+  }
+}
+
+async function admin(...args: string[]) {
+  const proc = Bun.spawn([join(ROOT, 'node_modules/.bin/bun'), 'src/cli/admin.ts', ...args], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: url },
+    stdout: 'pipe',
+    stderr: 'pipe',
+  });
+  const [out, err, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
+  return { out, err, code };
+}
+
+beforeAll(async () => {
+  const { adminUrl, citusWorkers } = await testServices();
+  if (!citusWorkers.length) throw new Error('test/cluster/ runs on a Citus cluster: CITUS_WORKERS=2 bun test/run.ts');
+  nodes = [adminUrl, ...citusWorkers];
+  await Promise.all(nodes.map((u) => onServer(u, `create database ${name}`)));
+  url = withDatabase(adminUrl, name);
+  sql = connect(url, 4);
+  // Migrated and used as one PostgreSQL: no citus extension yet.
+  await migrate(sql);
+}, 60_000);
+
+afterAll(async () => {
+  await sql?.end({ timeout: 2 });
+  for (const u of nodes) await onServer(u, `drop database if exists ${name} with (force)`);
+});
+
+test('a database used on one PostgreSQL is distributed in place, with its rows', async () => {
+  const account = await createAccount(sql);
+  const brand = await createBrand(sql, account, 'Before');
+  await sql`
+    insert into contacts (account_id, email_md5, email, brand_ids, first_source)
+    select ${account}, md5('c' || n || '@example.com')::uuid, 'c' || n || '@example.com', array[${brand}::uuid], 'api'
+    from generate_series(1, 1000) n`;
+
+  // Without Citus in the database: refused, saying how to get it.
+  const before = await admin('citus', 'distribute');
+  expect(before.code).toBe(1);
+  expect(before.err).toMatch(/citus extension is not installed.*create extension citus/);
+
+  const port = (u: string) => Number(new URL(u).port);
+  await formCluster(port(nodes[0]!), nodes.slice(1).map(port), () => {}, name);
+  const { out, err, code } = await admin('citus', 'distribute');
+  expect({ code, err }).toEqual({ code: 0, err: '' });
+  const result = JSON.parse(out) as { workers: number; tables: { table: string; method: string }[] };
+  expect(result.workers).toBe(nodes.length - 1);
+  const methods = Object.fromEntries(result.tables.map((t) => [t.table, t.method]));
+  expect(methods).toMatchObject({ accounts: 'n', api_keys: 'n', contacts: 'h', brands: 'h', contact_imports: 'h' });
+
+  // The rows are the same, now on the worker of the account's shards.
+  const [count] = await sql<{ n: number }[]>`select count(*)::int as n from contacts where account_id = ${account}`;
+  expect(count!.n).toBe(1000);
+  const [shards] = await sql<{ n: number }[]>`
+    select sum(result::int)::int as n from run_command_on_shards('contacts', 'select count(*) from %s')`;
+  expect(shards!.n).toBe(1000);
+  // Not left behind in the coordinator's own table either.
+  const [local] = await sql<{ bytes: number }[]>`select pg_relation_size('contacts')::int as bytes`;
+  expect(local!.bytes).toBe(0);
+
+  // Run again: nothing to do, the same answer.
+  const again = await admin('citus', 'distribute');
+  expect(again.code).toBe(0);
+  expect(JSON.parse(again.out)).toEqual(result);
+}, 120_000);
