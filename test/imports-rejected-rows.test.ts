@@ -199,13 +199,13 @@ describe('the report of an import with every reason', () => {
     // Every reason of the spec's list is in this one file but existing_contact (strategy skip, below).
     const reasons = new Set(lines.map((l) => l[1]));
     for (const r of Object.keys(REASONS)) if (r !== 'existing_contact') expect(reasons).toContain(r);
-    // The fast walk read it: one line per row. Written at the finish: the merge rejected rows of its
-    // own (seed, disabled, unchanged), which the draft written during the merge could not hold.
-    expect(logs.find((l) => l.msg === 'import rejected-rows report written')?.fields).toMatchObject({
-      lines: want.length,
-      read: 'lines',
-      drafted: false,
-    });
+    // The fast walk read it: one line per row. The merge rejected rows of its own (seed, disabled,
+    // unchanged): the draft written during the merge is the report only when it came late enough to
+    // hold them (on one PostgreSQL it comes before this small merge ends, on a Citus cluster after),
+    // else the finish writes it; either way every line above is there.
+    const written = logs.find((l) => l.msg === 'import rejected-rows report written')?.fields;
+    expect(written).toMatchObject({ lines: want.length, read: 'lines' });
+    expect(typeof written.drafted).toBe('boolean');
   });
 
   test('details say what is wrong; a duplicate names the row that was imported instead', async () => {

@@ -262,7 +262,7 @@ describe('runManualSuppressionImport: one import at a time', () => {
       writer.end(); // never leave the import waiting on the pipe for the rest of the file
       throw e;
     });
-    await t.db.sql`select pg_terminate_backend(${pid})`;
+    await t.db.sql`select pg_terminate_backend(${pid}::int)`;
     writer.end(`${md5('more')}\n`);
     const error = await outcome;
     expect(error).toBeInstanceOf(Error);
@@ -282,7 +282,7 @@ describe('runManualSuppressionImport: one import at a time', () => {
       writer.end(); // never leave the import waiting on the pipe for the rest of the file
       throw e;
     });
-    await t.db.sql`select pg_terminate_backend(${pid})`;
+    await t.db.sql`select pg_terminate_backend(${pid}::int)`;
     // The pipe's writer goes on and finishes; the import must still fail, not hang.
     writer.end('more@example.com\n');
     expect(await outcome).toBeInstanceOf(Error);

@@ -4,7 +4,7 @@
 -- import's checkpoint and counters in the same transaction, so the writes, the events and the
 -- checkpoint commit together: a batch is applied exactly once however often the worker dies.
 --
--- Five statements, run in this order in the batch's transaction (worker/import/merge/batch.ts;
+-- Its statements run in this order in the batch's transaction, each only when needed (worker/import/merge/batch.ts;
 -- worker/import/merge/sql-files.ts splits the file at the `-- name:` lines). `plan` decides every
 -- row once, against the contacts as they are, into the part's plan table; the others read that.
 -- Each is a plain INSERT … SELECT, UPDATE or DELETE that names the account on every table, so on a
@@ -31,13 +31,15 @@
 -- make the planner expect ONE contact for it and materialize all of the account's contacts once,
 -- then filter them for every staged row (quadratic: 10,000 rows against 10,000 contacts took 7 s,
 -- a 1M-row import did not finish); with fresh statistics it would rather hash the whole account.
-insert into :"plan_table" (account_id, seq, row_no, email_md5, email, attributes, brand_ids,
-                           new_attributes, new_brand_ids, assigned_brand_ids, skip_reason, outcome)
+insert into :"plan_table" (account_id, seq, row_no, email_md5, email, attributes, brand_ids, assigned_brand_ids,
+                           skip_reason, outcome)
 -- A merge that changes nothing is a skip, and the row is not rewritten. Re-enabling is a change.
 -- jsonb equality ignores key order; brand arrays compare in order, as single writes do. Only what
 -- the statements after this one read is kept: the old attributes alone are a quarter of a row.
-select o.account_id, o.seq, o.row_no, o.email_md5, o.email, o.attributes, o.brand_ids,
-       o.new_attributes, o.new_brand_ids,
+-- What the contact becomes (nothing for a skip, which writes nothing):
+select o.account_id, o.seq, o.row_no, o.email_md5, o.email,
+       case o.outcome when 'add' then o.attributes when 'update' then o.new_attributes end,
+       case o.outcome when 'add' then o.brand_ids when 'update' then o.new_brand_ids end,
        -- The brands the row newly assigns, for its events: all of a new contact's, and for an updated
        -- one those it did not have before (a replaced set can add some and drop others). An update
        -- that kept the brand set as it was (the usual re-import) assigns none, without an unnest.
@@ -156,10 +158,7 @@ where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8 and p.o
 -- $4 import id    $5 import method (api | manual)
 insert into contacts as c (account_id, email_md5, email, attributes, brand_ids,
                            first_source, first_import_id, first_import_method, updated_at)
-select p.account_id, p.email_md5, p.email,
-       case when p.outcome = 'add' then p.attributes else p.new_attributes end,
-       case when p.outcome = 'add' then p.brand_ids else p.new_brand_ids end,
-       'import', $4::uuid, $5::text, now()
+select p.account_id, p.email_md5, p.email, p.attributes, p.brand_ids, 'import', $4::uuid, $5::text, now()
 from :"plan_table" p
 where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8 and p.outcome in ('add', 'update')
 on conflict (account_id, email_md5) do update
@@ -180,16 +179,20 @@ group by p.account_id, x.id
 returning cardinality(email_md5s) as n;
 
 -- name: counts
--- The batch's counts, and its plan rows gone with them. `rows` is how many staged rows the plan
--- read: fewer than $3 - $2 means the (unlogged) staging lost rows in a crash.
+-- The batch's counts, run right after `plan`: the statements below run only when there is something
+-- for them to do. `rows` is how many staged rows the plan read: fewer than $3 - $2 means the
+-- (unlogged) staging lost rows in a crash.
 -- $1 account id   $2 last seq of the part already merged   $3 last seq of this batch
-with planned as (
-  delete from :"plan_table" p
-  where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8
-  returning p.outcome
-)
 select count(*)::int8 as rows,
        (count(*) filter (where outcome = 'add'))::int8 as added,
        (count(*) filter (where outcome = 'update'))::int8 as updated,
-       (count(*) filter (where outcome = 'skip'))::int8 as skipped
-from planned;
+       (count(*) filter (where outcome = 'skip'))::int8 as skipped,
+       (count(*) filter (where cardinality(assigned_brand_ids) > 0))::int8 as assigning
+from :"plan_table" p
+where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8;
+
+-- name: clear
+-- The batch's plan rows, gone before it commits: the plan table holds rows only while batches run.
+-- $1 account id   $2 last seq of the part already merged   $3 last seq of this batch
+delete from :"plan_table" p
+where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8;

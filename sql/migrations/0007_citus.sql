@@ -43,6 +43,20 @@ begin
   end if;
 end $$;
 
+-- Whether `t` is a hash-distributed table of a Citus cluster (false on plain PostgreSQL).
+create function is_distributed(t regclass) returns boolean language plpgsql stable as $$
+declare
+  distributed boolean;
+begin
+  if to_regclass('pg_catalog.pg_dist_partition') is null then
+    return false;
+  end if;
+  execute $q$ select exists (select 1 from pg_catalog.pg_dist_partition
+                             where logicalrelid = $1 and partmethod = 'h') $q$
+    into distributed using t;
+  return distributed;
+end $$;
+
 create function distribute_tables() returns void language plpgsql as $$
 declare
   t text;

@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { releaseContactWrites } from '../contacts/write-guard';
 import type { AnySql, Sql, Tx } from '../db';
+import { violates } from '../db-constraint';
 
 /**
  * A contact import's lifecycle, whole: every write of a contact_imports row's status, phase and
@@ -60,7 +61,7 @@ export async function insertImport(
 
 /** Whether `e` is PostgreSQL refusing a second open import of an account (see insertImport). */
 export function isOpenImportConflict(e: unknown): boolean {
-  return (e as { constraint_name?: string } | null)?.constraint_name === 'contact_imports_one_open';
+  return violates(e, 'contact_imports_one_open');
 }
 
 /** A file that reached the import's object key. */

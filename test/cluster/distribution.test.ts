@@ -174,6 +174,7 @@ describe('the merge statements on the cluster', () => {
       ['merge.write', merge.write, [...range, importId, 'api']],
       ['merge.events', merge.events, [...range, importId]],
       ['merge.counts', merge.counts, range],
+      ['merge.clear', merge.clear, range],
       ['insert.insert', insert.insert, [...range, importId, 'api']],
       ['insert.events', insert.events, [...range, importId]],
     ];

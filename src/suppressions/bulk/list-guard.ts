@@ -1,5 +1,6 @@
 import type { ReservedSql } from 'postgres';
 import type { Sql } from '../../db';
+import { violates } from '../../db-constraint';
 import { isConnectionGone } from '../../db-unavailable';
 import { operationInProgress } from '../../errors';
 import { suppressionListLock } from '../../locks';
@@ -55,8 +56,7 @@ export async function holdList<T>(
               statement_timestamp() + make_interval(secs => ${job.estimatedSeconds}))
       returning id`.catch(async (error) => {
       // Only a writer that bypasses the lock could get here; it is the same conflict.
-      if ((error as { constraint_name?: string }).constraint_name === 'suppression_imports_one_running')
-        throw await busy(conn, job);
+      if (violates(error, 'suppression_imports_one_running')) throw await busy(conn, job);
       throw error;
     });
     const importId = row!.id;

@@ -252,23 +252,34 @@ async function mergeStaging(
     const records = staged.sortedDistinct
       ? conn`suppression_import_staging`
       : conn`(select distinct v from suppression_import_staging)`;
-    const notOnList = (await listHasRecords(conn, job))
-      ? conn`where not exists (
+    // On a Citus cluster the staged records (a temp table, on the coordinator) cannot be joined with
+    // the list's shards: ON CONFLICT DO NOTHING keeps the records already on the list out there.
+    const [{ distributed } = { distributed: false }] = await conn<{ distributed: boolean }[]>`
+      select is_distributed('suppression_records') as distributed`;
+    const notOnList =
+      !distributed && (await listHasRecords(conn, job))
+        ? conn`where not exists (
           select 1 from suppression_records r
           where r.account_id = ${job.accountId} and r.list_id = ${job.listId} and r.value = s.v)`
-      : conn``;
+        : conn``;
+    // There the statement's row count is the rows it offered, not those it added: the list's own
+    // count before and after tells (nobody else writes the list while it is held).
+    const onList = async () => {
+      const [r] = await conn<{ n: number }[]>`
+        select count(*)::int8 as n from suppression_records
+        where account_id = ${job.accountId} and list_id = ${job.listId}`;
+      return Number(r!.n);
+    };
+    const before = distributed ? await onList() : 0;
     const inserted = await conn`
       insert into suppression_records (account_id, list_id, value)
       select ${job.accountId}, ${job.listId}, s.v from ${records} s
       ${notOnList}
-      order by s.v`;
-    await finishImport(conn, {
-      ...job,
-      totalCount: counts.valid,
-      addedCount: inserted.count,
-      malformedCount: counts.malformed,
-    });
-    return inserted.count;
+      order by s.v
+      ${distributed ? conn`on conflict do nothing` : conn``}`;
+    const addedCount = distributed ? (await onList()) - before : inserted.count;
+    await finishImport(conn, { ...job, totalCount: counts.valid, addedCount, malformedCount: counts.malformed });
+    return addedCount;
   });
   job.log(`inserted ${added} new records`);
   return added;

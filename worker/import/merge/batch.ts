@@ -139,16 +139,18 @@ async function mergeRange(
   }
   const { merge } = statements;
   await run(merge.plan, [...range, job.strategy, job.overwriteBrands, job.restoreDisabled]);
-  if (m.recordSkips) await run(merge.skips, range);
-  const written = (await run(merge.write, [...range, job.id, job.method])).count;
-  const published = await events(merge.events);
-  const [got] = await run<Omit<BatchCounts, 'events'>>(merge.counts, range);
+  const [got] = await run<Omit<BatchCounts, 'events'> & { assigning: number }>(merge.counts, range);
   const counts = {
     rows: Number(got!.rows),
     added: Number(got!.added),
     updated: Number(got!.updated),
     skipped: Number(got!.skipped),
   };
+  if (m.recordSkips && counts.skipped > 0) await run(merge.skips, range);
+  const written =
+    counts.added + counts.updated > 0 ? (await run(merge.write, [...range, job.id, job.method])).count : 0;
+  const published = Number(got!.assigning) > 0 ? await events(merge.events) : 0;
+  await run(merge.clear, range);
   if (written !== counts.added + counts.updated) {
     throw new Error(
       `import ${job.id}: a merge batch wrote ${written} contacts, planned ${counts.added} + ${counts.updated}`,

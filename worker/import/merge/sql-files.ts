@@ -5,7 +5,7 @@ const SQL_DIR = join(import.meta.dir, '../../../sql/merge');
 /** The statements of one merge batch over one part of the merge table, in the order they run. */
 export interface PartStatements {
   /** the general batch: every strategy, row by row against the contacts (merge-batch.sql) */
-  merge: { plan: string; skips: string; write: string; events: string; counts: string };
+  merge: { plan: string; counts: string; skips: string; write: string; events: string; clear: string };
   /** the fast path of a batch whose key range holds no contact and no seed: all adds (insert-batch.sql) */
   insert: { insert: string; events: string };
   /** whether the batch's key range meets a contact or a seed of the account (batch-clash.sql) */
@@ -21,15 +21,16 @@ export interface PartTables {
 
 /** The batch statements for one part of an import's merge table. */
 export async function partStatements(tables: PartTables): Promise<PartStatements> {
-  const merge = await sections('merge-batch.sql', tables, ['plan', 'skips', 'write', 'events', 'counts']);
+  const merge = await sections('merge-batch.sql', tables, ['plan', 'counts', 'skips', 'write', 'events', 'clear']);
   const insert = await sections('insert-batch.sql', tables, ['insert', 'events']);
   return {
     merge: {
       plan: merge.plan!,
+      counts: merge.counts!,
       skips: merge.skips!,
       write: merge.write!,
       events: merge.events!,
-      counts: merge.counts!,
+      clear: merge.clear!,
     },
     insert: { insert: insert.insert!, events: insert.events! },
     clash: await statement('batch-clash.sql', tables),
