@@ -44,6 +44,61 @@ export interface FaultBed {
   stop(): Promise<void>;
 }
 
+/** What tests that start, kill and watch the service's processes need of a bed (a fault bed or a cluster bed). */
+export type ProcessBed = Pick<
+  FaultBed,
+  'dataDir' | 'databaseUrl' | 'redisUrl' | 'storeDir' | 'sql' | 'start' | 'kill' | 'tail' | 'stop'
+>;
+
+/** The real worker and API as child processes with `baseEnv`, their logs under `dataDir`. */
+export function childProcesses(
+  dataDir: string,
+  baseEnv: Record<string, string>,
+): Pick<FaultBed, 'start' | 'kill' | 'tail'> & { stopAll(): Promise<void> } {
+  const children: Child[] = [];
+  return {
+    async start(role, extra = {}) {
+      const n = children.filter((c) => c.name.startsWith(role)).length;
+      const name = `${role}-${n}`;
+      const log = join(dataDir, `${name}.log`);
+      const childEnv = { ...baseEnv, ...extra };
+      let url: string | undefined;
+      if (role === 'api') {
+        const port = childEnv.PORT ?? String(await freePort());
+        childEnv.PORT = port;
+        childEnv.HOST = '127.0.0.1';
+        url = `http://127.0.0.1:${port}`;
+        childEnv.PUBLIC_URL ??= url;
+      }
+      const fd = openSync(log, 'a');
+      const proc = Bun.spawn([process.execPath, join(ROOT, ENTRIES[role])], {
+        cwd: ROOT,
+        env: childEnv,
+        stdin: 'ignore',
+        stdout: fd,
+        stderr: fd,
+      });
+      closeSync(fd);
+      const child: Child = { name, proc, log, ...(url && { url }) };
+      children.push(child);
+      if (url) await waitFor(`${name} /healthz`, async () => (await fetch(`${url}/healthz`)).ok);
+      return child;
+    },
+    async kill(child) {
+      child.proc.kill('SIGKILL');
+      await child.proc.exited;
+    },
+    async tail(child, lines = 40) {
+      const text = await readFile(child.log, 'utf8').catch(() => '');
+      return text.split('\n').slice(-lines).join('\n');
+    },
+    async stopAll() {
+      for (const c of children) if (c.proc.exitCode === null) c.proc.kill('SIGKILL');
+      await Promise.all(children.map((c) => c.proc.exited));
+    },
+  };
+}
+
 const isRoot = () => process.getuid?.() === 0;
 const asPostgres = (cmd: string[]) => (isRoot() ? ['runuser', '-u', 'postgres', '--', ...cmd] : cmd);
 
@@ -115,7 +170,6 @@ export async function faultBed(env: Record<string, string> = {}): Promise<FaultB
   await startRedis();
 
   const storeDir = join(dataDir, 'objects');
-  const children: Child[] = [];
   const baseEnv: Record<string, string> = {
     ...(process.env as Record<string, string>),
     DATABASE_URL: databaseUrl,
@@ -129,43 +183,14 @@ export async function faultBed(env: Record<string, string> = {}): Promise<FaultB
     ...env,
   };
 
+  const processes = childProcesses(dataDir, baseEnv);
   const bed: FaultBed = {
+    ...processes,
     dataDir,
     databaseUrl,
     redisUrl,
     storeDir,
     sql,
-    async start(role, extra = {}) {
-      const n = children.filter((c) => c.name.startsWith(role)).length;
-      const name = `${role}-${n}`;
-      const log = join(dataDir, `${name}.log`);
-      const childEnv = { ...baseEnv, ...extra };
-      let url: string | undefined;
-      if (role === 'api') {
-        const port = childEnv.PORT ?? String(await freePort());
-        childEnv.PORT = port;
-        childEnv.HOST = '127.0.0.1';
-        url = `http://127.0.0.1:${port}`;
-        childEnv.PUBLIC_URL ??= url;
-      }
-      const fd = openSync(log, 'a');
-      const proc = Bun.spawn([process.execPath, join(ROOT, ENTRIES[role])], {
-        cwd: ROOT,
-        env: childEnv,
-        stdin: 'ignore',
-        stdout: fd,
-        stderr: fd,
-      });
-      closeSync(fd);
-      const child: Child = { name, proc, log, ...(url && { url }) };
-      children.push(child);
-      if (url) await waitFor(`${name} /healthz`, async () => (await fetch(`${url}/healthz`)).ok);
-      return child;
-    },
-    async kill(child) {
-      child.proc.kill('SIGKILL');
-      await child.proc.exited;
-    },
     async restartPostgres() {
       // -l: without a log file the new server would hold our stdout pipe open forever.
       await run(
@@ -177,13 +202,8 @@ export async function faultBed(env: Record<string, string> = {}): Promise<FaultB
       await redis?.exited;
     },
     startRedis,
-    async tail(child, lines = 40) {
-      const text = await readFile(child.log, 'utf8').catch(() => '');
-      return text.split('\n').slice(-lines).join('\n');
-    },
     async stop() {
-      for (const c of children) if (c.proc.exitCode === null) c.proc.kill('SIGKILL');
-      await Promise.all(children.map((c) => c.proc.exited));
+      await processes.stopAll();
       await sql.end({ timeout: 2 }).catch(() => {});
       await bed.killRedis();
       await pg.stop().catch(() => {});

@@ -9,7 +9,7 @@ import type { Sql } from '../../src/db';
 import { createImportQueue } from '../../src/imports/bullmq-queue';
 import { LocalStore } from '../../src/storage/local';
 import { UploadTokens } from '../../src/storage/upload-token';
-import { contactsChecksum, faultBed, waitForImportEnd, type FaultBed } from './fault-bed';
+import { contactsChecksum, faultBed, waitForImportEnd, type FaultBed, type ProcessBed } from './fault-bed';
 import { stageImport } from './file-store';
 import { createAccount, createAttribute } from './fixtures';
 
@@ -40,7 +40,7 @@ export async function faultAccount(sql: Sql): Promise<string> {
 }
 
 /** A fresh account with the file staged as an `uploaded` import (not enqueued). */
-export async function stageFaultImport(bed: FaultBed, csv: string): Promise<{ accountId: string; importId: string }> {
+export async function stageFaultImport(bed: ProcessBed, csv: string): Promise<{ accountId: string; importId: string }> {
   const accountId = await faultAccount(bed.sql);
   const store = new LocalStore(bed.storeDir, 'http://localhost:0', new UploadTokens(randomBytes(32)));
   const importId = await stageImport(bed.sql, store, accountId, csv, {
@@ -51,7 +51,7 @@ export async function stageFaultImport(bed: FaultBed, csv: string): Promise<{ ac
   return { accountId, importId };
 }
 
-export async function enqueue(bed: FaultBed, accountId: string, importId: string): Promise<void> {
+export async function enqueue(bed: ProcessBed, accountId: string, importId: string): Promise<void> {
   const queue = createImportQueue(bed.redisUrl);
   try {
     await queue.enqueueImport(accountId, importId);
@@ -174,7 +174,7 @@ export type Outcome = Awaited<ReturnType<typeof outcome>>;
  * The uninterrupted run every faulted one must equal: the file imported by a worker started for it (and killed
  * after).
  */
-export async function referenceRun(bed: FaultBed, csv: string): Promise<Outcome> {
+export async function referenceRun(bed: ProcessBed, csv: string): Promise<Outcome> {
   const { accountId, importId } = await stageFaultImport(bed, csv);
   const worker = await bed.start('worker', { APP_NAME: 'reference' });
   try {
