@@ -1,33 +1,19 @@
 // The admin CLI as an operator runs it: a subprocess against a real database, one JSON object out.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createHash } from 'node:crypto';
-import { join } from 'node:path';
 import { parseKey, sha256 } from '../src/auth/keys';
 import { ALL_SCOPES } from '../src/auth/scopes';
 import { parseFlags, UsageError } from '../src/cli/admin/args';
 import { withSchemaChangeHold } from '../src/contacts/write-guard';
+import { runAdmin } from './helpers/admin-cli';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 
-const ROOT = join(import.meta.dir, '..');
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const NOBODY = '00000000-0000-4000-8000-000000000000';
 let db: TestDatabase;
 let account = '';
 
-async function run(...args: string[]) {
-  const proc = Bun.spawn([join(ROOT, 'node_modules/.bin/bun'), 'src/cli/admin.ts', ...args], {
-    cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: db.url, ADMIN_DEBUG: '' },
-    stdout: 'pipe',
-    stderr: 'pipe',
-  });
-  const [out, err, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  return { out, err, code };
-}
+const run = (...args: string[]) => runAdmin(db.url, args);
 
 /** Exit 0, nothing on stderr, exactly one JSON object on stdout. */
 async function ok(...args: string[]): Promise<any> {

@@ -19,9 +19,9 @@ import { ImportFileError } from '../worker/import/state';
 import type { TestApp } from './helpers/app';
 import { uploadBed } from './helpers/upload-bed';
 import { testConfig } from './helpers/file-store';
+import { runAdmin } from './helpers/admin-cli';
 import { createAccount, createAttribute, createKey } from './helpers/fixtures';
 
-const ROOT = join(import.meta.dir, '..');
 const COLUMNS = ['Email', 'firstName', 'age', 'vip', 'tags'];
 const md5 = (b: string | Uint8Array) => createHash('md5').update(b).digest('hex');
 
@@ -423,20 +423,7 @@ describe('the s3 driver', () => {
 });
 
 describe('admin CLI: import --file list.csv.gz', () => {
-  async function cli(...args: string[]) {
-    const proc = Bun.spawn([join(ROOT, 'node_modules/.bin/bun'), 'src/cli/admin.ts', ...args], {
-      cwd: ROOT,
-      env: { ...process.env, DATABASE_URL: t.db.url, DATA_DIR: join(dir, 'cli'), ADMIN_DEBUG: '' },
-      stdout: 'pipe',
-      stderr: 'pipe',
-    });
-    const [out, err, code] = await Promise.all([
-      new Response(proc.stdout).text(),
-      new Response(proc.stderr).text(),
-      proc.exited,
-    ]);
-    return { out, err, code };
-  }
+  const cli = (...args: string[]) => runAdmin(t.db.url, args, { DATA_DIR: join(dir, 'cli') });
 
   test('imports the gzip file exactly like the plain one (header read through gunzip)', async () => {
     const path = join(dir, 'list.csv.gz');

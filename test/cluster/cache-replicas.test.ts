@@ -9,6 +9,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../../src/embedded/ports';
+import { runAdmin } from '../helpers/admin-cli';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 
 const ROOT = join(import.meta.dir, '../..');
@@ -18,17 +19,7 @@ let dir: string;
 const apis: { url: string; proc: ReturnType<typeof Bun.spawn> }[] = [];
 
 async function admin(...args: string[]): Promise<any> {
-  const proc = Bun.spawn([join(ROOT, 'node_modules/.bin/bun'), 'src/cli/admin.ts', ...args], {
-    cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: db.url },
-    stdout: 'pipe',
-    stderr: 'pipe',
-  });
-  const [out, err, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
+  const { out, err, code } = await runAdmin(db.url, args);
   if (code !== 0) throw new Error(`admin ${args.join(' ')}: exit ${code}: ${err}`);
   return JSON.parse(out);
 }

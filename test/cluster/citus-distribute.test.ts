@@ -4,42 +4,20 @@
  * service's reads and writes go on as before.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { join } from 'node:path';
 import { connect, type Sql } from '../../src/db';
 import { formCluster } from '../../src/embedded/citus';
 import { migrate } from '../../src/migrate';
+import { runAdmin } from '../helpers/admin-cli';
+import { onServer } from '../helpers/db';
 import { createAccount, createBrand } from '../helpers/fixtures';
 import { testServices, withDatabase } from '../helpers/services';
 
-const ROOT = join(import.meta.dir, '../..');
 const name = `test_${crypto.randomUUID().replaceAll('-', '').slice(0, 16)}`;
 let nodes: string[] = [];
 let url = '';
 let sql: Sql;
 
-async function onServer(serverUrl: string, statement: string): Promise<void> {
-  const admin = connect(serverUrl, 1);
-  try {
-    await admin.unsafe(statement);
-  } finally {
-    await admin.end();
-  }
-}
-
-async function admin(...args: string[]) {
-  const proc = Bun.spawn([join(ROOT, 'node_modules/.bin/bun'), 'src/cli/admin.ts', ...args], {
-    cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: url },
-    stdout: 'pipe',
-    stderr: 'pipe',
-  });
-  const [out, err, code] = await Promise.all([
-    new Response(proc.stdout).text(),
-    new Response(proc.stderr).text(),
-    proc.exited,
-  ]);
-  return { out, err, code };
-}
+const admin = (...args: string[]) => runAdmin(url, args);
 
 beforeAll(async () => {
   const { adminUrl, citusWorkers } = await testServices();

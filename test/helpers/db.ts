@@ -12,7 +12,7 @@ export interface TestDatabase {
 }
 
 /** Runs one statement on the server of `adminUrl`'s maintenance database. */
-async function onServer(adminUrl: string, statement: string): Promise<void> {
+export async function onServer(adminUrl: string, statement: string): Promise<void> {
   const admin = connect(adminUrl, 1);
   try {
     await admin.unsafe(statement);
