@@ -49,14 +49,13 @@ export async function ensureLocalCitus(opts: {
 }): Promise<LocalService> {
   const log = opts.log ?? (() => {});
   await ensureCitusInstalled({ dataDir: opts.dataDir, citusSrc: opts.citusSrc, log });
-  const settings = nodeSettings(opts.workers + 1);
   const started: LocalCluster[] = [];
   const stop = async () => {
     await Promise.all(started.map((n) => n.stop()));
   };
   try {
     const node = async (name: string) => {
-      const n = await ensureCluster({ dataDir: join(opts.dataDir, 'citus'), name, settings, log });
+      const n = await ensureCitusNode({ dataDir: join(opts.dataDir, 'citus'), name, nodes: opts.workers + 1, log });
       started.push(n);
       return n;
     };
@@ -75,6 +74,19 @@ export async function ensureLocalCitus(opts: {
     await stop().catch(() => {});
     throw e;
   }
+}
+
+/**
+ * One node of an embedded cluster: a PostgreSQL cluster `${dataDir}/${name}` with Citus loaded and the
+ * settings of a machine shared by `nodes` nodes, started (or reused). Also how a test adds a worker.
+ */
+export function ensureCitusNode(opts: {
+  dataDir: string;
+  name: string;
+  nodes: number;
+  log?: (msg: string) => void;
+}): Promise<LocalCluster> {
+  return ensureCluster({ dataDir: opts.dataDir, name: opts.name, settings: nodeSettings(opts.nodes), log: opts.log });
 }
 
 /**
