@@ -236,6 +236,10 @@ async function writeFile(
     where account_id = ${job.accountId}::uuid order by row_no`.cursor(CURSOR_ROWS);
   const out = new ReportOut(file, cursor[Symbol.asyncIterator](), columns);
   const source = await p.store.read(job.objectKey!, facts.objectEtag ?? undefined, { chunkBytes: WALK_CHUNK_BYTES });
+  // The walk sees the stream's errors through its own reading. This listener is for the error a
+  // discard raises after the walk stopped reading (it waits on the database): without one, that
+  // error is an uncaughtException and the worker exits.
+  source.on('error', () => {});
   const stop = () => source.destroy(new Error('the rejected-rows report draft was discarded'));
   signal?.addEventListener('abort', stop, { once: true });
   let whole = false;
