@@ -9,7 +9,7 @@
  * some have no primary key (a logical move refuses them) and all are unlogged (logical replication
  * would not carry their changes). Writes to a moving shard group wait for its copy; reads go on.
  */
-import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { afterAll, expect, test } from 'bun:test';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,34 +17,16 @@ import { ensureCitusNode } from '../../src/embedded/citus';
 import { urlFor, type LocalCluster } from '../../src/embedded/postgres';
 import { clusterBed } from '../helpers/cluster-bed';
 import { onServer } from '../helpers/db';
-import type { Child, ProcessBed } from '../helpers/fault-bed';
-import {
-  enqueue,
-  FAULT_BED_ENV,
-  faultCsv,
-  midPhase,
-  outcome,
-  referenceRun,
-  stageFaultImport,
-  type Outcome,
-} from '../helpers/fault-import';
+import type { Child } from '../helpers/fault-bed';
+import { enqueue, FAULT_BED_ENV, midPhase, outcome, referenceBed, stageFaultImport } from '../helpers/fault-import';
 import { createAccount, createAttribute, createKey } from '../helpers/fixtures';
 
-let bed: ProcessBed;
-let csv: string;
-let reference: Outcome;
+// The cluster bed, the file and its uninterrupted run, made before the tests and removed after.
+const suite = referenceBed(() => clusterBed(FAULT_BED_ENV));
 let nodeDir: string;
 let node: LocalCluster | undefined;
 
-beforeAll(async () => {
-  bed = await clusterBed(FAULT_BED_ENV);
-  csv = faultCsv();
-  reference = await referenceRun(bed, csv);
-  expect(reference).toMatchObject({ status: 'success', failureReason: null });
-}, 180_000);
-
 afterAll(async () => {
-  await bed?.stop();
   await node?.stop();
   if (nodeDir) await rm(nodeDir, { recursive: true, force: true });
 });
@@ -81,7 +63,7 @@ function traffic(api: string, key: string, stop: () => boolean) {
 }
 
 test('a third worker and a rebalance while an import merges and the API serves: exact, no error', async () => {
-  const sql = bed.sql;
+  const sql = suite.bed.sql;
   const children: Child[] = [];
   try {
     // Other accounts, with an attribute to write, and an API for them.
@@ -91,14 +73,14 @@ test('a third worker and a rebalance while an import merges and the API serves: 
       await createAttribute(sql, id, 'tier', 'string');
       users.push({ id, key: await createKey(sql, id) });
     }
-    const api = await bed.start('api');
+    const api = await suite.bed.start('api');
     children.push(api);
-    children.push(await bed.start('worker', { APP_NAME: 'rebalance-worker' }));
+    children.push(await suite.bed.start('worker', { APP_NAME: 'rebalance-worker' }));
 
     // The third worker: a node of its own, this database made on it, added to the cluster.
     nodeDir = await mkdtemp(join(tmpdir(), 'citus-node-'));
     node = await ensureCitusNode({ dataDir: nodeDir, name: 'worker-3', nodes: 4 });
-    const database = new URL(bed.databaseUrl).pathname.slice(1);
+    const database = new URL(suite.bed.databaseUrl).pathname.slice(1);
     const port = node.port;
     await onServer(urlFor(port, 'postgres'), `create database ${database}`);
     await onServer(urlFor(port, database), 'create extension citus');
@@ -108,8 +90,8 @@ test('a third worker and a rebalance while an import merges and the API serves: 
     await sql`select citus_add_node('127.0.0.1', ${port})`;
 
     // The import merging, the traffic running: then the rebalance.
-    const { accountId, importId } = await stageFaultImport(bed, csv);
-    await enqueue(bed, accountId, importId);
+    const { accountId, importId } = await stageFaultImport(suite.bed, suite.csv);
+    await enqueue(suite.bed, accountId, importId);
     let stopped = false;
     const loads = users.map((u) => traffic(api.url!, u.key, () => stopped));
     await midPhase(sql, importId, 'merge');
@@ -160,7 +142,7 @@ test('a third worker and a rebalance while an import merges and the API serves: 
         importCheckpointAtStart: merging!.checkpoint,
         importShardMoved: (await shardOf()) !== importNodeBefore,
         importCounts: { rowCount: got.rowCount, addedCount: got.addedCount, updatedCount: got.updatedCount },
-        importEqual: JSON.stringify(got) === JSON.stringify(reference),
+        importEqual: JSON.stringify(got) === JSON.stringify(suite.reference),
         requests,
         statuses,
         trafficContacts: contacts,
@@ -168,11 +150,11 @@ test('a third worker and a rebalance while an import merges and the API serves: 
       }),
     );
     expect(moved).toBeGreaterThan(0);
-    expect(got).toEqual(reference);
+    expect(got).toEqual(suite.reference);
     expect(Object.keys(statuses).filter((s) => Number(s) >= 300)).toEqual([]);
     expect(requests).toBeGreaterThan(0);
     expect(mismatched).toBe(0);
   } finally {
-    for (const c of children) await bed.kill(c);
+    for (const c of children) await suite.bed.kill(c);
   }
 }, 300_000);

@@ -190,10 +190,12 @@ export async function referenceRun(bed: ProcessBed, csv: string): Promise<Outcom
  * the outcome of an uninterrupted run of it, made before its tests and removed after. Read the
  * fields inside tests and hooks.
  */
-export function referenceBed(): { bed: FaultBed; csv: string; reference: Outcome } {
-  const it = {} as { bed: FaultBed; csv: string; reference: Outcome };
+export function referenceBed<B extends ProcessBed = FaultBed>(
+  makeBed: () => Promise<B> = () => faultBed(FAULT_BED_ENV) as unknown as Promise<B>,
+): { bed: B; csv: string; reference: Outcome } {
+  const it = {} as { bed: B; csv: string; reference: Outcome };
   beforeAll(async () => {
-    it.bed = await faultBed(FAULT_BED_ENV);
+    it.bed = await makeBed();
     it.csv = faultCsv();
     it.reference = await referenceRun(it.bed, it.csv);
     expect(it.reference).toMatchObject({ status: 'success', failureReason: null });
