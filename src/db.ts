@@ -19,7 +19,7 @@ export type AnySql = postgres.ISql<{}>;
 export function connect(
   url: string,
   max = 10,
-  options: { appName?: string; debug?: (connection: number, query: string) => void } = {},
+  options: { appName?: string; debug?: (connection: number, query: string, params: unknown[]) => void } = {},
 ): Sql {
   const sql = postgres(url, {
     max,

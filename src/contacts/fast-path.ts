@@ -9,7 +9,7 @@ import { readCreateRequest } from './create-request';
 import { md5ToUuid } from './email';
 import type { ContactBody, CreateContactInput } from './model';
 import { toContact, type ContactRow } from './store';
-import { bulkOperationJoin, contactWriteLock } from './write-guard';
+import { bulkOperationJoin, contactWriteLock, contactWriteLockInInsert } from './write-guard';
 import {
   brandSubscribeEvents,
   contactColumns,
@@ -99,21 +99,48 @@ export class ContactFastPath {
     const brandsLive = brandIds.length
       ? sql`and (select count(*) from brands where ${liveBrandsAmong(sql, accountId, brandIds)}) = ${brandIds.length}`
       : sql``;
-    const guard = allowed(sql, claim, version, {
+    const checks = {
       joins: sql`left join seed_addresses on ${seedAddressOf(sql, accountId, key)}`,
       checks: sql`and seed_addresses.email_md5 is null ${brandsLive}`,
-    });
-    const insert = insertContact(sql, accountId, { email, key, attributes, brandIds }, sql`from allowed where ok`);
-    const recordEvents = events.length
-      ? sql`, events as (${brandSubscribeEvents(sql, accountId, key, events, sql`cross join inserted`)})`
-      : sql``;
+    };
+    const contact = { email, key, attributes, brandIds };
     // The lock is taken only when every other check passed. Of parallel creates exactly one inserts
     // here (insertContact); the others take the plain path, which merges or answers 409.
+    if (!events.length) {
+      // ONE INSERT … SELECT, which Citus sends whole to the account's node (see `admitted`).
+      const [row] = await insertContact(sql, sql`v.account_id`, contact, admitted(sql, claim, version, checks));
+      return row ? toContact(row, schema) : this.refusedCreate(claim, version, schema);
+    }
+    // With brand events the outbox row is written in the same statement: a CTE, which Citus runs in
+    // steps through the coordinator (a POST that assigns and publishes brands is the rarer kind).
+    const insert = insertContact(sql, accountId, contact, sql`from allowed where ok`);
+    const recordEvents = brandSubscribeEvents(sql, accountId, key, events, sql`cross join inserted`);
     const [row] = await sql<(Versions & Partial<ContactRow>)[]>`
-      with ${guard},
-      inserted as (${insert})${recordEvents}
+      with ${allowed(sql, claim, version, checks)},
+      inserted as (${insert}),
+      events as (${recordEvents})
       select allowed.keys_version, allowed.schema_version, inserted.* from allowed left join inserted on true`;
     return this.settle(claim, row, version, schema);
+  }
+
+  /**
+   * After a create that wrote nothing: the account's counters, for what `settle` does with them (a
+   * changed key or schema leaves the caches), then the plain path. An account without a
+   * cache_versions row (no key or schema change recorded yet; at 0 for both) gets one at 0, which
+   * changes no counter, so that its next create can take `admitted`, which needs the row.
+   */
+  private async refusedCreate(claim: KeyClaim, version: number, schema: AttributeSchema): Promise<undefined> {
+    const { sql } = this;
+    const accountId = claim.auth.accountId;
+    const [row] = await sql<(Versions & { present: boolean })[]>`
+      select coalesce(v.keys, 0) as keys_version, coalesce(v.schema, 0) as schema_version,
+             v.account_id is not null as present
+      from (select) as one
+      left join cache_versions v on v.account_id = ${accountId}`;
+    if (row && !row.present)
+      await sql`insert into cache_versions (account_id) values (${accountId}) on conflict (account_id) do nothing`;
+    this.settle(claim, row, version, schema);
+    return undefined;
   }
 
   /** PATCH /v1/contacts/{emailMd5} of an existing contact, or undefined. */
@@ -189,6 +216,24 @@ function allowed(sql: Sql, claim: KeyClaim, version: number, extra: { joins?: Fr
             and b.account_id is null ${extra.checks ?? sql``}
     ) w on true
   )`;
+}
+
+/**
+ * `allowed` as the FROM and WHERE of one INSERT … SELECT (the create without brand events): the
+ * account's cache_versions row when the same checks pass, and then the same lock. No row when it
+ * refuses, so the counters are read after (refusedCreate). Its account is the row's column, and
+ * the lock is contactWriteLockInInsert over it: a statement Citus pushes down to the account's node
+ * whole, in one round trip and one local commit. The CASE keeps the lock after the checks.
+ */
+function admitted(sql: Sql, claim: KeyClaim, version: number, extra: { joins: Fragment; checks: Fragment }) {
+  const accountId = claim.auth.accountId;
+  const passes = sql`v.keys = ${claim.keysVersion} and v.schema = ${version} and b.account_id is null ${extra.checks}`;
+  return sql`
+    from cache_versions v
+    ${bulkOperationJoin(sql, accountId)}
+    ${extra.joins}
+    where v.account_id = ${accountId} and ${passes}
+      and case when ${passes} then ${contactWriteLockInInsert(sql, sql`v.account_id`)} else false end`;
 }
 
 /** What a reading of the request returns, or undefined when it refuses (the plain path then says why). */

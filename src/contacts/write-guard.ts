@@ -1,3 +1,4 @@
+import type postgres from 'postgres';
 import type { AnySql, Sql, Tx } from '../db';
 import { operationInProgress } from '../errors';
 import { mergeRetryAfterSeconds } from '../imports/retry-after';
@@ -18,6 +19,8 @@ import { mergeRetryAfterSeconds } from '../imports/retry-after';
  * it either finished before the bulk operation started or is refused with 409
  * `operation_in_progress` and an honest Retry-After. Single writes never block each other.
  */
+
+type Fragment = postgres.Fragment;
 
 /** Kinds of bulk operation, as stored in bulk_operations.kind. */
 export type BulkKind = 'contact-import' | 'schema-change';
@@ -51,6 +54,15 @@ export async function withContactWrite<T>(sql: Sql, accountId: string, fn: (tx: 
  * fresh snapshot, which a statement's own snapshot, taken before the wait, could not.
  */
 export const contactWriteLock = (sql: AnySql, accountId: string) => sql`contact_write_lock(${accountId}::uuid)`;
+
+/**
+ * The same lock and second check inside ONE `INSERT … SELECT`, with the account as `accountColumn`, a
+ * column of the statement's distributed table: contact_write_ok() (sql/migrations/0008), declared
+ * stable so that Citus sends the insert whole to the account's node. The caller must evaluate it
+ * only after its other checks passed (a CASE over them): a qual of its own could be evaluated first.
+ */
+export const contactWriteLockInInsert = (sql: AnySql, accountColumn: Fragment) =>
+  sql`contact_write_ok(${accountColumn})`;
 
 /**
  * For one-statement writes (src/contacts/fast-path.ts): a join that yields `b.account_id` not null

@@ -67,6 +67,15 @@ test('a database used on one PostgreSQL is distributed in place, with its rows',
   const [local] = await sql<{ bytes: number }[]>`select pg_relation_size('contacts')::int as bytes`;
   expect(local!.bytes).toBe(0);
 
+  // The write-lock functions the writes call on the node of the account's shards are on every worker.
+  const functions = await sql<{ result: string }[]>`
+    select result from run_command_on_workers($$
+      select string_agg(proname, ',' order by proname) from pg_proc
+      where proname in ('contact_write_lock', 'contact_write_ok', 'account_bulk_lock')$$)`;
+  expect(functions.map((f) => f.result)).toEqual(
+    nodes.slice(1).map(() => 'account_bulk_lock,contact_write_lock,contact_write_ok'),
+  );
+
   // Run again: nothing to do, the same answer.
   const again = await admin('citus', 'distribute');
   expect(again.code).toBe(0);

@@ -5,12 +5,15 @@
  * sit on different workers writes each account's contacts on its own worker, exact.
  */
 import { beforeAll, describe, expect, test } from 'bun:test';
+import { LiveCache } from '../../src/auth/cache';
+import { ContactFastPath } from '../../src/contacts/fast-path';
+import { connect } from '../../src/db';
 import { runImport } from '../../worker/import/index';
 import { partStatements } from '../../worker/import/merge/sql-files';
 import { ensureRejectsTable } from '../../worker/import/rejects';
 import { distributeStaging, ensurePlanTable, stagingTables } from '../../worker/import/staging';
 import { importRow, stageImport, testConfig } from '../helpers/file-store';
-import { createAccount, createBrand } from '../helpers/fixtures';
+import { createAccount, createBrand, createKey } from '../helpers/fixtures';
 import { importBed } from '../helpers/import-bed';
 
 const bed = importBed();
@@ -196,5 +199,36 @@ describe('the merge statements on the cluster', () => {
       expect([name, pulled]).toEqual([name, name.endsWith('.events')]);
     }
     await sql.unsafe(`drop table ${part}, ${plan}, ${t.rejects}`);
+  });
+});
+
+describe('the API fast path on the cluster', () => {
+  test("a POST's create is one INSERT on the account's node: no subplan, nothing via the coordinator", async () => {
+    // Citus plans an INSERT … SELECT that calls a volatile function through the coordinator (a subplan,
+    // the row copied to every worker, a two-phase commit over them): the create must not be one.
+    const account = await createAccount(bed.db.sql);
+    await createKey(bed.db.sql, account);
+    const sent: { query: string; params: unknown[] }[] = [];
+    const sql = connect(bed.db.url, 1, { debug: (_c, query, params) => sent.push({ query, params }) });
+    try {
+      const [{ keys } = { keys: -1 }] = await sql<{ keys: number }[]>`
+        select keys from cache_versions where account_id = ${account}`;
+      const claim = { auth: { accountId: account, keyId: 'test', scopes: [] }, keysVersion: keys };
+      const email = `fast-${crypto.randomUUID()}@example.com`;
+      const created = await new ContactFastPath(sql, new LiveCache()).create(claim, { email });
+      expect(created).toMatchObject({ email });
+      const insert = sent.find((s) => /^\s*insert into contacts/i.test(s.query));
+      expect(insert).toBeDefined();
+      const rows = await sql.unsafe<{ 'QUERY PLAN': string }[]>(
+        `explain (costs off) ${insert!.query}`,
+        insert!.params as never,
+      );
+      const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+      expect(plan).toMatch(/Task Count: 1\n/);
+      expect(plan).toMatch(/Insert on contacts_\d+/);
+      expect(plan).not.toMatch(/Distributed Subplan|pull to coordinator|repartition/i);
+    } finally {
+      await sql.end();
+    }
   });
 });
