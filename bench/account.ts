@@ -2,6 +2,7 @@
  * A fresh benchmark account, created with SQL like the test fixtures: a full-scope key, the
  * dataset's schema attributes (in COLUMNS order) and its brands.
  */
+import { cacheChanged } from '../src/auth/cache';
 import { newKey } from '../src/auth/keys';
 import { ALL_SCOPES } from '../src/auth/scopes';
 import type { Sql } from '../src/db';
@@ -22,6 +23,8 @@ export async function createBenchAccount(sql: Sql, label: string): Promise<Bench
     await tx`
       insert into api_keys (account_id, id, secret_sha256, scopes)
       values (${id}, ${k.id}, ${k.secretSha256}, ${tx.array([...ALL_SCOPES])})`;
+    // As the admin CLI does: the account's key counter moves (and its cache_versions row exists).
+    await cacheChanged(tx, id, 'api_keys', k.id);
     for (const a of ATTRIBUTES)
       await tx`insert into schema_attributes (account_id, name, type) values (${id}, ${a.name}, ${a.type})`;
     const brandIds: string[] = [];

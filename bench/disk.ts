@@ -28,13 +28,15 @@ export interface DiskPlan {
   files: string[];
   importA: boolean;
   importB: boolean;
+  /** the WAL kept between checkpoints, when not one embedded PostgreSQL's (a cluster's nodes each keep theirs) */
+  walBytes?: number;
 }
 
 /** The bytes the run needs free in `dataDir` at its peak (0 when it imports nothing). */
 export function neededBytes(plan: DiskPlan): number {
   const file = plan.rows * FILE_BYTES_PER_ROW;
   const generated = plan.files.filter((f) => !existsSync(f)).length * file;
-  const wal = Math.min(WAL_BYTES, plan.rows * WAL_BYTES_PER_ROW);
+  const wal = Math.min(plan.walBytes ?? WAL_BYTES, plan.rows * WAL_BYTES_PER_ROW);
   const imports = plan.importB ? 12 * file + wal : plan.importA ? 7.5 * file + wal : 0;
   return generated + imports;
 }

@@ -6,6 +6,7 @@
  */
 import autocannon, { type RawRequest } from 'autocannon';
 import type { Sql } from '../src/db';
+import { cpuDelta, type CpuSample } from './cpu';
 import type { HttpRow } from './report';
 
 export interface HttpTarget {
@@ -17,6 +18,8 @@ export interface HttpOptions {
   connections: number;
   seconds: number;
   warmupSeconds: number;
+  /** CPU seconds of the processes serving the requests, sampled around each measured run */
+  sampleCpu?: () => Promise<CpuSample>;
 }
 export interface PoolContact {
   md5: string;
@@ -126,7 +129,9 @@ export async function runHttp(
       await preflight(t, s, pool, `${t.name}-${runId}-c`);
       if (opts.warmupSeconds > 0) await load(t, s, pool, `${t.name}-${runId}-w`, opts.connections, opts.warmupSeconds);
       log(`[http] ${s} ${t.name}: ${opts.connections} connections for ${opts.seconds}s`);
+      const cpuBefore = await opts.sampleCpu?.();
       const r = await load(t, s, pool, tag, opts.connections, opts.seconds);
+      const cpu = cpuBefore && cpuDelta(cpuBefore, await opts.sampleCpu!());
       const reqPerSec = r['2xx'] / r.duration;
       const row: HttpRow = {
         scenario: s,
@@ -136,6 +141,7 @@ export async function runHttp(
         p99: r.latency.p99,
         non2xx: r.non2xx,
         errors: r.errors + r.timeouts,
+        cpuMsPerRequest: cpu && Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, (1000 * v) / r['2xx']])),
       };
       if (t.name === 'baseline') baselineRps = reqPerSec;
       else Object.assign(row, { ratio: reqPerSec / baselineRps, minRatio: MIN_RATIO[s] });

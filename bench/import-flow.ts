@@ -11,6 +11,7 @@ import { request as httpsRequest } from 'node:https';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Sql } from '../src/db';
+import { cpuDelta, type CpuSample } from './cpu';
 import type { BenchAccount } from './account';
 import { COLUMNS } from './dataset';
 import type { FileMeta } from './generate';
@@ -58,6 +59,8 @@ export interface ImportRun {
    * the file).
    */
   pageWrites?: PageWrites;
+  /** CPU seconds each process spent in each phase (with `sampleCpu`) */
+  cpu?: { phase: string; cpu: CpuSample }[];
 }
 
 export interface PageWrites {
@@ -103,6 +106,8 @@ export interface ImportOptions {
   strategy: 'overwrite' | 'keep' | 'skip';
   pollMs: number;
   timeoutSeconds: number;
+  /** CPU seconds of the processes the import runs on, sampled as it starts, at each phase change and at its end */
+  sampleCpu?: () => Promise<CpuSample>;
 }
 
 async function api<T>(
@@ -183,7 +188,7 @@ export async function runImportFlow(
   const uploadSeconds = (started - uploadStarted) / 1000;
 
   const progress = new Progress(`${label} import`, 100, '%');
-  const phases: { phase: string; at: number }[] = [];
+  const phases: { phase: string; at: number; cpu?: CpuSample }[] = [];
   const deadline = started + opts.timeoutSeconds * 1000;
   let view: ImportView | undefined;
   let lastGet = 0;
@@ -199,7 +204,7 @@ export async function runImportFlow(
     // The worker's finish (the rejected-rows report, then success) runs under phase `merge` once every
     // row is merged: the checkpoint at rowCount tells it apart.
     if (phase === 'merge' && row!.row_count !== null && row!.checkpoint >= row!.row_count) phase = 'finish';
-    if (phases.at(-1)?.phase !== phase) phases.push({ phase, at: performance.now() });
+    if (phases.at(-1)?.phase !== phase) phases.push({ phase, at: performance.now(), cpu: await opts.sampleCpu?.() });
     if (phase === 'merge' && row!.checkpoint !== lastCheckpoint) {
       // The first sight of the merge phase starts the clock; each checkpoint move ends a sample.
       lastCheckpoint = row!.checkpoint;
@@ -229,7 +234,7 @@ export async function runImportFlow(
   const writesAfter = await pageWrites(ctx.sql);
   if (view.status !== 'success') throw new Error(`${label}: import ${id} failed: ${view.failureReason}`);
   progress.done('success');
-  phases.push({ phase: 'end', at: ended });
+  phases.push({ phase: 'end', at: ended, cpu: await opts.sampleCpu?.() });
   const spans = phases.slice(0, -1).map((p, k) => ({ phase: p.phase, seconds: (phases[k + 1]!.at - p.at) / 1000 }));
   const peakKb = await procKb(ctx.workerPid, 'VmHWM');
   return {
@@ -240,6 +245,12 @@ export async function runImportFlow(
     workerPeakRssMb: peakKb === undefined ? undefined : peakKb / 1024,
     mergeBatches: batchStats(checkpointMoves),
     pageWrites: writesBefore && writesAfter ? diffWrites(writesBefore, writesAfter) : undefined,
+    cpu: opts.sampleCpu
+      ? phases
+          .slice(0, -1)
+          .map((p, k) => ({ phase: p.phase, cpu: cpuDelta(p.cpu!, phases[k + 1]!.cpu!) }))
+          .filter((p) => p.phase !== 'success')
+      : undefined,
     ...(rssReset ? {} : { note: 'peak RSS not reset: includes earlier steps' }),
   };
 }

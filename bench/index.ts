@@ -1,9 +1,11 @@
 /**
  * `bun run bench [-- --rows N] [--duration S] [--connections C] [--strict]
- *   [--steps l1,dba,a,b,http,profile,gzip,report,fair]`
+ *   [--steps l1,dba,a,b,http,profile,gzip,report,fair] [--citus] [--citus-workers N]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
  * L1, the dba step, import A, import B and the HTTP load (and, when asked for, profile, gzip, report
  * and fair), verifies each after timing, prints the tables and writes bench/results/<timestamp>.json.
+ * With --citus, import A and the HTTP step run again on the embedded Citus cluster after that, and a
+ * table sets the two side by side with what each node's CPU did per row and per request.
  * Exit 1 when a run or a verification fails (and with --strict when a target is missed).
  */
 import { join } from 'node:path';
@@ -14,7 +16,7 @@ import { checkDiskSpace } from './disk';
 import { fairLine, fairTargets, runFair, type FairRun } from './fair';
 import { generateCsv } from './generate';
 import { gzipFile, runGzipImport, type GzipRun } from './gzip-import';
-import { runHttp, type HttpOptions } from './http';
+import { type HttpOptions } from './http';
 import { runImportFlow, type ImportRun } from './import-flow';
 import { runMixed, type MixedRun } from './mixed';
 import { runL1, type L1Result } from './l1';
@@ -26,6 +28,7 @@ import {
   loadTable,
   mixedTable,
   reportCostTable,
+  sideBySide,
   writeResults,
   type HttpRow,
   type LoadRow,
@@ -33,7 +36,10 @@ import {
 import { cleanFile, cleanPath, runReportCost, type ReportCostFile } from './report-cost';
 import { childFailures, startInfra, startService, type Infra } from './services';
 import { checkImport } from './verify';
-import { evaluateTargets, mixedTargets, phaseTable, reportCostTargets, startBaseline, type Target } from './summary';
+import { evaluateTargets, mixedTargets, phaseTable, reportCostTargets, type Target } from './summary';
+import { runOnCitus, type DatabaseRun } from './citus';
+import { cpuSampler, httpStep, importA } from './steps';
+import { contactStorage } from './storage';
 
 /**
  * Only when asked for: `profile` (the read phase's components, one pass each over file A), `gzip`
@@ -62,6 +68,8 @@ function parseArgs(argv: string[]) {
     pollMs: 1000,
     steps: DEFAULT_STEPS,
     strict: false,
+    /** Citus workers of the cluster side (0: no cluster side) */
+    citusWorkers: 0,
   };
   for (let k = 0; k < argv.length; k++) {
     const flag = argv[k]!;
@@ -82,6 +90,8 @@ function parseArgs(argv: string[]) {
     else if (flag === '--samples') opts.samples = num(1);
     else if (flag === '--poll-ms') opts.pollMs = num(100);
     else if (flag === '--strict') opts.strict = true;
+    else if (flag === '--citus') opts.citusWorkers ||= 2;
+    else if (flag === '--citus-workers') opts.citusWorkers = num(1);
     else if (flag === '--steps') {
       const steps = value()
         .split(',')
@@ -92,13 +102,15 @@ function parseArgs(argv: string[]) {
     } else if (flag === '--help' || flag === '-h') {
       console.error(
         'usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--connections C] [--samples K] ' +
-          `[--poll-ms MS] [--steps ${STEPS.join(',')}] [--strict]`,
+          `[--poll-ms MS] [--steps ${STEPS.join(',')}] [--strict] [--citus] [--citus-workers N]`,
       );
       process.exit(2);
     } else throw new Error(`unknown flag ${flag} (see --help)`);
   }
   if (opts.steps.includes('b') && !opts.steps.includes('a'))
     throw new Error('step b updates the contacts of step a: add a');
+  if (opts.citusWorkers && !opts.steps.includes('a') && !opts.steps.includes('http'))
+    throw new Error('--citus runs steps a and http on the cluster: add a or http to --steps');
   return opts;
 }
 
@@ -110,7 +122,9 @@ async function main(): Promise<number> {
   const has = (s: Step) => opts.steps.includes(s);
   log(`[bench] run ${runId}: ${opts.rows.toLocaleString('en-US')} rows, steps ${opts.steps.join(',')}`);
   const infra: Infra = await startInfra(log);
-  onStop(() => infra.stop());
+  // With --citus the single node is stopped (its database dropped) before the cluster starts.
+  const stopInfra = once(() => infra.stop({ drop: opts.citusWorkers > 0 }));
+  onStop(stopInfra);
   const result: Record<string, unknown> = { runId, rows: opts.rows, options: opts };
   try {
     const [{ server_version: pg } = { server_version: '?' }] = await infra.sql<
@@ -148,24 +162,24 @@ async function main(): Promise<number> {
       if (abandoned) log(`[bench] marked ${abandoned} import(s) left open by earlier bench runs failed`);
     }
     const service = await startService(infra);
-    onStop(() => service.stop());
+    const stopService = once(() => service.stop());
+    onStop(stopService);
+    const sampleCpu = await cpuSampler(infra, service);
     const account = await createBenchAccount(infra.sql, runId);
     result.accountId = account.id;
     const ctx = { baseUrl: service.baseUrl, sql: infra.sql, workerPid: service.worker.proc.pid };
     const importOpts = { pollMs: opts.pollMs, timeoutSeconds: Math.max(600, Math.ceil(opts.rows / 2000)) };
     const imports: Record<string, ImportRun> = {};
+    const single: DatabaseRun = { label: 'single node', http: [] };
     if (has('a')) {
-      const run = (imports.a = await runImportFlow(ctx, account, fileA, 'import A', {
-        ...importOpts,
-        strategy: 'overwrite',
-      }));
-      await checkImport(ctx, account, fileA, run.view, {
-        label: 'import A',
-        mode: 'added',
-        variants: [0],
-        samples: opts.samples,
-      });
-      log(`[bench] import A verified: ${JSON.stringify(run.view)}`);
+      imports.a = single.importA = await importA(
+        ctx,
+        account,
+        fileA,
+        { ...importOpts, samples: opts.samples, sampleCpu },
+        log,
+      );
+      if (opts.citusWorkers) single.storage = await contactStorage(infra.sql);
     }
     if (has('b') && fileB) {
       const run = (imports.b = await runImportFlow(ctx, account, fileB, 'import B', {
@@ -206,28 +220,13 @@ async function main(): Promise<number> {
     }
 
     let http: HttpRow[] = [];
+    const httpOpts: HttpOptions = { connections: opts.connections, seconds: opts.duration, warmupSeconds: opts.warmup };
     if (has('http')) {
-      const baseline = await startBaseline(infra, account);
-      onStop(() => baseline.stop());
-      const pool = await baseline.pool(has('a') ? fileA.rows : 0);
-      const httpOpts: HttpOptions = {
-        connections: opts.connections,
-        seconds: opts.duration,
-        warmupSeconds: opts.warmup,
-      };
-      http = await runHttp(
-        {
-          api: { name: 'api', baseUrl: service.baseUrl, headers: { authorization: `Bearer ${account.key}` } },
-          baseline: baseline.target,
-        },
-        pool,
-        infra.sql,
-        account.id,
-        httpOpts,
-        runId,
-        log,
-      );
-      result.http = http;
+      const importedRows = has('a') ? fileA.rows : 0;
+      result.http =
+        single.http =
+        http =
+          await httpStep(infra, service, account, importedRows, { ...httpOpts, sampleCpu }, runId, log);
     }
     let mixed: MixedRun | undefined;
     if (has('mixed')) {
@@ -241,6 +240,22 @@ async function main(): Promise<number> {
       result.mixed = mixed = await runMixed(ctx, runId, fileA, mixedOpts, log);
     }
     if (childFailures().length) throw new Error(childFailures().join('; '));
+    let citus: DatabaseRun | undefined;
+    if (opts.citusWorkers) {
+      await stopService();
+      await stopInfra();
+      const citusOpts = {
+        workers: opts.citusWorkers,
+        runId,
+        fileA,
+        steps: { a: has('a'), http: has('http') },
+        importOpts: { ...importOpts, samples: opts.samples },
+        httpOpts,
+      };
+      result.citus = citus = await runOnCitus(citusOpts, log);
+      result.single = single;
+      if (childFailures().length) throw new Error(childFailures().join('; '));
+    }
 
     const load: LoadRow[] = [];
     if (l1) load.push({ step: 'L1 COPY (baseline)', seconds: l1.seconds, rows: l1.rows, bytes: l1.bytes });
@@ -302,6 +317,7 @@ async function main(): Promise<number> {
     if (profile) console.log(`read phase, component passes over file A: ${readProfileLine(profile)}\n`);
     if (http.length) console.log(`${httpTable(http)}\n`);
     if (mixed) console.log(`${mixedTable(mixed)}\n`);
+    if (citus) console.log(`${sideBySide(single, citus, fileA)}\n`);
     for (const t of targets) console.log(`${t.pass ? 'PASS' : 'MISS'}  ${t.name}: ${t.value} (target ${t.target})`);
     result.verification = 'passed';
     const checked = [
@@ -311,6 +327,7 @@ async function main(): Promise<number> {
       fair && `fair step: import A as import A, each small import's counts and contacts`,
       http.length && 'HTTP answers and end states',
       mixed && "mixed step: the load's answers and end states, the import's counts and contacts",
+      citus && `${citus.label}: import A and the HTTP step checked as on the single node`,
     ];
     console.log(`\nverification: passed (${checked.filter(Boolean).join('; ') || 'L1 row count'})`);
     console.log(`results: ${await writeResults(join(import.meta.dir, 'results'), result)}`);
@@ -328,6 +345,10 @@ async function main(): Promise<number> {
 // Stopped in reverse order of start, once, whether the run ends, fails or is interrupted: every
 // caller waits for the same stop.
 const stack: (() => Promise<void>)[] = [];
+const once = (fn: () => Promise<void>) => {
+  let done: Promise<void> | undefined;
+  return () => (done ??= fn());
+};
 const onStop = (fn: () => Promise<void>) => void stack.push(fn);
 let stopping: Promise<void> | undefined;
 function stopAll(): Promise<void> {

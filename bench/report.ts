@@ -10,6 +10,7 @@ import type { GzipRun } from './gzip-import';
 import type { ImportRun } from './import-flow';
 import type { ReportCostFile } from './report-cost';
 import type { MixedRun } from './mixed';
+import type { DatabaseRun } from './citus';
 
 /** Prints `[label] 42% (n/total unit)` on stderr at every 5% step or every 5 s, whichever comes first. */
 export class Progress {
@@ -70,6 +71,8 @@ export interface HttpRow {
   /** API req/s over baseline req/s */
   ratio?: number;
   minRatio?: number;
+  /** CPU milliseconds per 2xx answer, by process (with the HTTP step's `sampleCpu`) */
+  cpuMsPerRequest?: Record<string, number>;
 }
 
 function table(head: string[], rows: string[][]): string {
@@ -222,4 +225,60 @@ export function reportCostTable(files: ReportCostFile[]): string {
     'rejected-rows report, runs off, on, on, off, on, off, off, on, three times, each into a fresh account ' +
     '(seconds, by worker clock):';
   return `${head}\n${t}\n${order.join('\n')}`;
+}
+
+/**
+ * `--citus`: import A and the HTTP step on the single node beside the cluster, then what each process's
+ * CPU did per million imported rows (each import phase) and per answered request.
+ */
+export function sideBySide(single: DatabaseRun, cluster: DatabaseRun, fileA: FileMeta): string {
+  const rows: string[][] = [];
+  const pair = (name: string, a: number | undefined, b: number | undefined, digits: number, int = false) => {
+    const f = (n: number | undefined) => (n === undefined ? '-' : int ? fmtInt(n) : fix(n, digits));
+    rows.push([name, f(a), f(b), a && b !== undefined ? fix(b / a, 2) : '-']);
+  };
+  const phase = (r: DatabaseRun, p: string) => r.importA?.phases.find((s) => s.phase === p)?.seconds;
+  if (single.importA || cluster.importA) {
+    pair('import A seconds', single.importA?.seconds, cluster.importA?.seconds, 2);
+    pair('import A rows/s', rowsPerSecond(single, fileA), rowsPerSecond(cluster, fileA), 0, true);
+    const phases = [...new Set([single, cluster].flatMap((r) => r.importA?.phases.map((p) => p.phase) ?? []))];
+    for (const p of phases) pair(`  ${p} seconds`, phase(single, p), phase(cluster, p), 2);
+    pair('contacts bytes on disk / contact', bytesPer(single), bytesPer(cluster), 0, true);
+  }
+  for (const h of single.http.length ? single.http : cluster.http) {
+    const other = cluster.http.find((r) => r.scenario === h.scenario && r.target === h.target);
+    const mine = single.http.find((r) => r.scenario === h.scenario && r.target === h.target);
+    pair(`${h.scenario} ${h.target} req/s`, mine?.reqPerSec, other?.reqPerSec, 0, true);
+    pair(`${h.scenario} ${h.target} p99 ms`, mine?.p99, other?.p99, 1);
+  }
+  const head = ['', single.label, cluster.label, `x ${single.label}`];
+  const storage = cluster.storage?.nodes.length
+    ? `\n${cluster.label} contacts per node: ${cluster.storage.nodes
+        .map((n) => `${n.node} ${fmtInt(n.contacts)} in ${n.shards} shards, ${fix(n.bytes / 1e6, 0)} MB`)
+        .join('; ')}`
+    : '';
+  const cpu = `CPU per unit of work (each process tree's user + system time)\n${cpuTable([single, cluster], fileA)}`;
+  return `${table(head, rows)}${storage}\n\n${cpu}`;
+}
+
+const rowsPerSecond = (r: DatabaseRun, fileA: FileMeta) => (r.importA ? fileA.rows / r.importA.seconds : undefined);
+const bytesPer = (r: DatabaseRun) => (r.storage?.contacts ? r.storage.bytes / r.storage.contacts : undefined);
+
+function cpuTable(runs: DatabaseRun[], fileA: FileMeta): string {
+  const lines: { name: string; cpu: Record<string, number> }[] = [];
+  for (const r of runs) {
+    for (const p of r.importA?.cpu ?? []) {
+      const perM = Object.fromEntries(Object.entries(p.cpu).map(([k, v]) => [k, (v * 1e6) / fileA.rows]));
+      lines.push({ name: `${r.label}: import A ${p.phase}, s per 1M rows`, cpu: perM });
+    }
+    for (const h of r.http)
+      if (h.cpuMsPerRequest)
+        lines.push({ name: `${r.label}: ${h.scenario} ${h.target}, ms per request`, cpu: h.cpuMsPerRequest });
+  }
+  const procs = [...new Set(lines.flatMap((l) => Object.keys(l.cpu)))];
+  const sum = (c: Record<string, number>) => Object.values(c).reduce((a, b) => a + b, 0);
+  return table(
+    ['', ...procs, 'total'],
+    lines.map((l) => [l.name, ...procs.map((p) => fix(l.cpu[p], 3)), fix(sum(l.cpu), 3)]),
+  );
 }

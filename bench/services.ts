@@ -12,6 +12,7 @@ import { loadConfig, type Config } from '../src/config';
 import { connect, type Sql } from '../src/db';
 import { migrate } from '../src/migrate';
 import { freePort } from '../src/embedded';
+import { formCluster, VENDORED_CITUS_SRC } from '../src/embedded/citus';
 import { resolveDatabaseUrl, resolveRedisUrl, type Resolved } from '../src/embedded/urls';
 
 export interface Infra {
@@ -21,11 +22,26 @@ export interface Infra {
   /** the bench's own pool: setup, L1, phase sampling and checks */
   sql: Sql;
   logDir: string;
-  stop(): Promise<void>;
+  /** Stops what startInfra started; with `drop`, the embedded database is dropped first (its disk given back). */
+  stop(opts?: { drop?: boolean }): Promise<void>;
 }
 
-export async function startInfra(log: (m: string) => void): Promise<Infra> {
-  const config = loadConfig({ ...process.env, DATA_DIR: process.env.DATA_DIR ?? resolve('.data/bench') });
+/**
+ * `env` on top of the process's environment; `{ citusWorkers: N }` ignores DATABASE_URL and brings up
+ * the embedded Citus cluster instead (a coordinator and N workers under `$DATA_DIR/citus`), Citus built
+ * from CITUS_SRC or the vendored source when PostgreSQL lacks it.
+ */
+export async function startInfra(log: (m: string) => void, opts: { citusWorkers?: number } = {}): Promise<Infra> {
+  const env: Record<string, string | undefined> = {
+    ...process.env,
+    DATA_DIR: process.env.DATA_DIR ?? resolve('.data/bench'),
+  };
+  if (opts.citusWorkers) {
+    delete env.DATABASE_URL;
+    env.CITUS_WORKERS = String(opts.citusWorkers);
+    env.CITUS_SRC ??= VENDORED_CITUS_SRC;
+  }
+  const config = loadConfig(env);
   const say = (m: string) => log(`[services] ${m}`);
   const started: Resolved[] = [];
   try {
@@ -36,7 +52,7 @@ export async function startInfra(log: (m: string) => void): Promise<Infra> {
     // The embedded cluster is the bench's own: every run starts from an empty database, so figures
     // do not depend on earlier runs (nor on an import a failed run left open). Configured databases
     // are never dropped.
-    if (!config.databaseUrl) await recreateDatabase(db.url, say);
+    if (!config.databaseUrl) await recreateDatabase(db.url, say, { create: true });
     const sql = connect(db.url, 4);
     await migrate(sql, say);
     const logDir = join(config.dataDir, 'logs');
@@ -47,8 +63,9 @@ export async function startInfra(log: (m: string) => void): Promise<Infra> {
       redisUrl: redis.url,
       sql,
       logDir,
-      async stop() {
+      async stop(opts = {}) {
         await sql.end({ timeout: 5 }).catch(() => {});
+        if (opts.drop && !config.databaseUrl) await recreateDatabase(db.url, say, { create: false });
         for (const s of started.reverse()) await s.stop().catch((e) => say(`stop failed: ${e}`));
       },
     };
@@ -58,17 +75,44 @@ export async function startInfra(log: (m: string) => void): Promise<Infra> {
   }
 }
 
-async function recreateDatabase(url: string, say: (m: string) => void): Promise<void> {
-  const u = new URL(url);
-  const name = u.pathname.slice(1);
-  u.pathname = '/postgres';
-  const admin = connect(u.toString(), 1);
+/**
+ * Drops and (with `create`) creates the database. A Citus cluster has it on every node (the workers'
+ * copies hold the shards): each is recreated, then the cluster is formed again in the new databases.
+ */
+async function recreateDatabase(url: string, say: (m: string) => void, opts: { create: boolean }): Promise<void> {
+  const name = new URL(url).pathname.slice(1);
+  const workerPorts = await citusWorkerPorts(url);
+  const onNode = (port: string) => {
+    const u = new URL(url);
+    u.port = port;
+    u.pathname = '/postgres';
+    return u.toString();
+  };
+  const nodes = workerPorts.length ? ` on the coordinator and ${workerPorts.length} workers` : '';
+  say(`${opts.create ? 'recreating' : 'dropping'} database ${name}${nodes}`);
+  for (const port of [new URL(url).port, ...workerPorts.map(String)]) {
+    const admin = connect(onNode(port), 1);
+    try {
+      await admin.unsafe(`drop database if exists "${name}" with (force)`);
+      if (opts.create) await admin.unsafe(`create database "${name}"`);
+    } finally {
+      await admin.end({ timeout: 5 });
+    }
+  }
+  if (opts.create && workerPorts.length) await formCluster(Number(new URL(url).port), workerPorts, say, name);
+}
+
+/** The ports of a Citus coordinator's workers (none on plain PostgreSQL). */
+async function citusWorkerPorts(url: string): Promise<number[]> {
+  const sql = connect(url, 1);
   try {
-    say(`recreating database ${name}`);
-    await admin.unsafe(`drop database if exists "${name}" with (force)`);
-    await admin.unsafe(`create database "${name}"`);
+    const [citus] = await sql`select 1 from pg_extension where extname = 'citus'`;
+    if (!citus) return [];
+    const nodes = await sql<{ nodeport: number }[]>`
+      select nodeport from pg_dist_node where groupid <> 0 and noderole = 'primary' order by nodeport`;
+    return nodes.map((n) => n.nodeport);
   } finally {
-    await admin.end({ timeout: 5 });
+    await sql.end({ timeout: 5 });
   }
 }
 

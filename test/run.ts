@@ -12,12 +12,12 @@
  */
 import { existsSync, readdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { VENDORED_CITUS_SRC } from '../src/embedded/citus';
 import { startTestServices, testServicesEnv } from './helpers/services';
 
 const ROOT = resolve(import.meta.dir, '..');
 /** The files whose every test runs on the cluster too: the contract's, test/cluster/ besides. */
 const CONTRACT = /^(contacts-|brands|suppression|imports-)/;
-const VENDORED_CITUS = resolve(ROOT, '../shared/vendor/citus-13.2.2.tar.gz');
 
 const files = (dir: string, keep: (f: string) => boolean = () => true) =>
   readdirSync(join(ROOT, dir))
@@ -56,7 +56,7 @@ async function withProcessEnv<T>(env: Record<string, string>, fn: () => Promise<
 const args = process.argv.slice(2);
 const cluster: Record<string, string> = {
   CITUS_WORKERS: process.env.CITUS_WORKERS ?? '2',
-  ...(!process.env.CITUS_SRC && existsSync(VENDORED_CITUS) && { CITUS_SRC: VENDORED_CITUS }),
+  ...(!process.env.CITUS_SRC && existsSync(VENDORED_CITUS_SRC) && { CITUS_SRC: VENDORED_CITUS_SRC }),
 };
 let code: number;
 if (args.length) code = await pass(process.env.CITUS_WORKERS ? cluster : {}, args);

@@ -4,12 +4,18 @@
 import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { availableParallelism, totalmem } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import postgres from 'postgres';
 import { aptInstall, run, withLock, type LocalService } from './ports';
 import { ensureCluster, findBinDir, urlFor, type LocalCluster } from './postgres';
 
 const DATABASE = 'contacts';
+
+/**
+ * The Citus release source beside this repository (../shared/vendor): what the test suite and the
+ * bench build Citus from when CITUS_SRC is not set. `npm start` takes CITUS_SRC only.
+ */
+export const VENDORED_CITUS_SRC = resolve(import.meta.dir, '../../../shared/vendor/citus-13.2.2.tar.gz');
 
 /**
  * Settings of every node. `wal_level = logical` lets the rebalancer move shards (it copies them by

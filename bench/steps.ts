@@ -1,0 +1,72 @@
+/**
+ * Import A and the HTTP step as the bench runs them on any database: the single node of the main run
+ * and, with `--citus`, the embedded cluster after it (bench/citus.ts). Each is timed, then verified;
+ * with a CPU sampler each also says what its rows or requests cost each process.
+ */
+import type { BenchAccount } from './account';
+import { databaseProbes, sampleCpu, type CpuSample } from './cpu';
+import type { FileMeta } from './generate';
+import { runHttp, type HttpOptions } from './http';
+import { runImportFlow, type ImportOptions, type ImportRun } from './import-flow';
+import type { HttpRow } from './report';
+import type { Infra, Service } from './services';
+import { startBaseline } from './summary';
+import { checkImport } from './verify';
+
+export interface StepContext {
+  baseUrl: string;
+  sql: Infra['sql'];
+  workerPid: number;
+}
+
+/** Import A of file A through the real flow into `account`, then its counts, total and sampled contacts. */
+export async function importA(
+  ctx: StepContext,
+  account: BenchAccount,
+  fileA: FileMeta,
+  opts: Omit<ImportOptions, 'strategy'> & { samples: number },
+  log: (m: string) => void,
+): Promise<ImportRun> {
+  const run = await runImportFlow(ctx, account, fileA, 'import A', { ...opts, strategy: 'overwrite' });
+  await checkImport(ctx, account, fileA, run.view, {
+    label: 'import A',
+    mode: 'added',
+    variants: [0],
+    samples: opts.samples,
+  });
+  log(`[bench] import A verified: ${JSON.stringify(run.view)}`);
+  return run;
+}
+
+/**
+ * GET, POST and PATCH against the baseline server and the API on the same database (`importedRows`:
+ * the contacts import A gave the account, 0 when it did not run), each run's end state checked.
+ */
+export async function httpStep(
+  infra: Infra,
+  service: Service,
+  account: BenchAccount,
+  importedRows: number,
+  opts: HttpOptions,
+  runId: string,
+  log: (m: string) => void,
+): Promise<HttpRow[]> {
+  const baseline = await startBaseline(infra, account);
+  try {
+    const pool = await baseline.pool(importedRows);
+    const api = { name: 'api' as const, baseUrl: service.baseUrl, headers: { authorization: `Bearer ${account.key}` } };
+    return await runHttp({ api, baseline: baseline.target }, pool, infra.sql, account.id, opts, runId, log);
+  } finally {
+    await baseline.stop();
+  }
+}
+
+/**
+ * CPU seconds of the database's servers (`postgres`, or `coordinator`, `worker-1` …), the API
+ * (`api`) and the worker (`importer`, the one running when sampled: a restart replaces it).
+ */
+export async function cpuSampler(infra: Infra, service: Service): Promise<() => Promise<CpuSample>> {
+  const db = await databaseProbes(infra.databaseUrl);
+  return () =>
+    sampleCpu([...db, { name: 'api', pid: service.api.proc.pid }, { name: 'importer', pid: service.worker.proc.pid }]);
+}
