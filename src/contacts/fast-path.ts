@@ -1,7 +1,7 @@
 import type postgres from 'postgres';
 import type { KeyClaim, KeyRow } from '../auth/authenticate';
 import { LiveCache } from '../auth/cache';
-import type { Sql } from '../db';
+import type { AnySql, Sql } from '../db';
 import { ApiError } from '../errors';
 import { versionedAttributes } from '../schema/service';
 import { AttributeSchema } from './attributes';
@@ -20,7 +20,8 @@ import {
 } from './write-sql';
 
 /**
- * GET, POST (a new email) and PATCH of one contact as ONE statement each, for the common case.
+ * GET, POST (a new email) and PATCH of one contact as ONE statement each, for the common case (a
+ * POST that publishes brand-subscribe events adds the events' insert, in one transaction).
  *
  * The plain paths in service.ts cost 3 (GET) and about 8 (POST, PATCH) round trips: key lookup,
  * schema, existence check, begin, bulk-operation check, lock, check, write, commit. Here the key and
@@ -33,7 +34,7 @@ import {
  *
  * No rule of a write is spelled here: the request's (create-request.ts, AttributeSchema.read), the
  * write's SQL (write-sql.ts) and the guard's (write-guard.ts) are the plain path's own, composed
- * into one statement behind `allowed` below.
+ * into one statement behind `allowed` (or, for the create, `admitted`) below.
  *
  * Each function either completes the request exactly as the plain path would, or changes nothing
  * and returns undefined; the caller then confirms the key and runs the plain path, which decides
@@ -96,31 +97,36 @@ export class ContactFastPath {
     const { email, key } = request;
     const brandIds = request.brandIds ?? [];
     const events = request.publish ? brandIds : [];
-    const brandsLive = brandIds.length
-      ? sql`and (select count(*) from brands where ${liveBrandsAmong(sql, accountId, brandIds)}) = ${brandIds.length}`
-      : sql``;
-    const checks = {
-      joins: sql`left join seed_addresses on ${seedAddressOf(sql, accountId, key)}`,
-      checks: sql`and seed_addresses.email_md5 is null ${brandsLive}`,
-    };
     const contact = { email, key, attributes, brandIds };
-    // The lock is taken only when every other check passed. Of parallel creates exactly one inserts
-    // here (insertContact); the others take the plain path, which merges or answers 409.
-    if (!events.length) {
-      // ONE INSERT … SELECT, which Citus sends whole to the account's node (see `admitted`).
-      const [row] = await insertContact(sql, sql`v.account_id`, contact, admitted(sql, claim, version, checks));
-      return row ? toContact(row, schema) : this.refusedCreate(claim, version, schema);
-    }
-    // With brand events the outbox row is written in the same statement: a CTE, which Citus runs in
-    // steps through the coordinator (a POST that assigns and publishes brands is the rarer kind).
-    const insert = insertContact(sql, accountId, contact, sql`from allowed where ok`);
-    const recordEvents = brandSubscribeEvents(sql, accountId, key, events, sql`cross join inserted`);
-    const [row] = await sql<(Versions & Partial<ContactRow>)[]>`
-      with ${allowed(sql, claim, version, checks)},
-      inserted as (${insert}),
-      events as (${recordEvents})
-      select allowed.keys_version, allowed.schema_version, inserted.* from allowed left join inserted on true`;
-    return this.settle(claim, row, version, schema);
+    // ONE INSERT … SELECT, which Citus sends whole to the account's node (see `admitted`). The lock
+    // is taken only when every other check passed. Of parallel creates exactly one inserts here
+    // (insertContact); the others take the plain path, which merges or answers 409.
+    const insert = (q: AnySql) => {
+      const brandsLive = brandIds.length
+        ? q`and (select count(*) from brands where ${liveBrandsAmong(q, accountId, brandIds)}) = ${brandIds.length}`
+        : q``;
+      return insertContact(
+        q,
+        q`v.account_id`,
+        contact,
+        admitted(q, claim, version, {
+          joins: q`left join seed_addresses on ${seedAddressOf(q, accountId, key)}`,
+          checks: q`and seed_addresses.email_md5 is null ${brandsLive}`,
+        }),
+      );
+    };
+    const row = events.length
+      ? // The brands' subscribe events in the insert's transaction, written only when it inserted, so
+        // an event exists exactly when its assignment committed. On Citus both statements go to the
+        // account's node, one local commit (in one statement, a CTE, Citus ran the insert through the
+        // coordinator and committed over every worker).
+        ((await sql.begin(async (tx) => {
+          const [inserted] = await insert(tx);
+          if (inserted) await brandSubscribeEvents(tx, accountId, key, events);
+          return inserted;
+        })) as ContactRow | undefined)
+      : (await insert(sql))[0];
+    return row ? toContact(row, schema) : this.refusedCreate(claim, version, schema);
   }
 
   /**
@@ -225,7 +231,7 @@ function allowed(sql: Sql, claim: KeyClaim, version: number, extra: { joins?: Fr
  * the lock is contactWriteLockInInsert over it: a statement Citus pushes down to the account's node
  * whole, in one round trip and one local commit. The CASE keeps the lock after the checks.
  */
-function admitted(sql: Sql, claim: KeyClaim, version: number, extra: { joins: Fragment; checks: Fragment }) {
+function admitted(sql: AnySql, claim: KeyClaim, version: number, extra: { joins: Fragment; checks: Fragment }) {
   const accountId = claim.auth.accountId;
   const passes = sql`v.keys = ${claim.keysVersion} and v.schema = ${version} and b.account_id is null ${extra.checks}`;
   return sql`

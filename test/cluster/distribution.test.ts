@@ -214,19 +214,28 @@ describe('the API fast path on the cluster', () => {
       const [{ keys } = { keys: -1 }] = await sql<{ keys: number }[]>`
         select keys from cache_versions where account_id = ${account}`;
       const claim = { auth: { accountId: account, keyId: 'test', scopes: [] }, keysVersion: keys };
-      const email = `fast-${crypto.randomUUID()}@example.com`;
-      const created = await new ContactFastPath(sql, new LiveCache()).create(claim, { email });
-      expect(created).toMatchObject({ email });
-      const insert = sent.find((s) => /^\s*insert into contacts/i.test(s.query));
-      expect(insert).toBeDefined();
-      const rows = await sql.unsafe<{ 'QUERY PLAN': string }[]>(
-        `explain (costs off) ${insert!.query}`,
-        insert!.params as never,
-      );
-      const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
-      expect(plan).toMatch(/Task Count: 1\n/);
-      expect(plan).toMatch(/Insert on contacts_\d+/);
-      expect(plan).not.toMatch(/Distributed Subplan|pull to coordinator|repartition/i);
+      const brand = await createBrand(bed.db.sql, account, 'Fast');
+      const fast = new ContactFastPath(sql, new LiveCache());
+      // Without brands, and with one whose subscribe event is written in the same transaction.
+      const plain = `fast-${crypto.randomUUID()}@example.com`;
+      const branded = `fast-${crypto.randomUUID()}@example.com`;
+      expect(await fast.create(claim, { email: plain })).toMatchObject({ email: plain });
+      expect(await fast.create(claim, { email: branded, brandIds: [brand] })).toMatchObject({ brandIds: [brand] });
+      const [events] = await sql<{ n: number }[]>`
+        select count(*)::int as n from brand_subscribe_events where account_id = ${account} and brand_id = ${brand}`;
+      expect(events!.n).toBe(1);
+      const inserts = sent.filter((s) => /^\s*insert into contacts/i.test(s.query));
+      expect(inserts.length).toBe(2);
+      for (const insert of inserts) {
+        const rows = await sql.unsafe<{ 'QUERY PLAN': string }[]>(
+          `explain (costs off) ${insert.query}`,
+          insert.params as never,
+        );
+        const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+        expect(plan).toMatch(/Task Count: 1\n/);
+        expect(plan).toMatch(/Insert on contacts_\d+/);
+        expect(plan).not.toMatch(/Distributed Subplan|pull to coordinator|repartition/i);
+      }
     } finally {
       await sql.end();
     }
