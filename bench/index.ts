@@ -29,6 +29,7 @@ import {
   mixedTable,
   reportCostTable,
   sideBySide,
+  cpuTable,
   writeResults,
   type HttpRow,
   type LoadRow,
@@ -318,6 +319,7 @@ async function main(): Promise<number> {
     if (http.length) console.log(`${httpTable(http)}\n`);
     if (mixed) console.log(`${mixedTable(mixed)}\n`);
     if (citus) console.log(`${sideBySide(single, citus, fileA)}\n`);
+    else if (single.importA?.cpu || http.some((h) => h.cpuMsPerRequest)) console.log(`${cpuTable([single], fileA)}\n`);
     for (const t of targets) console.log(`${t.pass ? 'PASS' : 'MISS'}  ${t.name}: ${t.value} (target ${t.target})`);
     result.verification = 'passed';
     const checked = [

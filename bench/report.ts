@@ -257,14 +257,15 @@ export function sideBySide(single: DatabaseRun, cluster: DatabaseRun, fileA: Fil
         .map((n) => `${n.node} ${fmtInt(n.contacts)} in ${n.shards} shards, ${fix(n.bytes / 1e6, 0)} MB`)
         .join('; ')}`
     : '';
-  const cpu = `CPU per unit of work (each process tree's user + system time)\n${cpuTable([single, cluster], fileA)}`;
+  const cpu = cpuTable([single, cluster], fileA);
   return `${table(head, rows)}${storage}\n\n${cpu}`;
 }
 
 const rowsPerSecond = (r: DatabaseRun, fileA: FileMeta) => (r.importA ? fileA.rows / r.importA.seconds : undefined);
 const bytesPer = (r: DatabaseRun) => (r.storage?.contacts ? r.storage.bytes / r.storage.contacts : undefined);
 
-function cpuTable(runs: DatabaseRun[], fileA: FileMeta): string {
+/** What each process tree's CPU did per 1M imported rows (each import phase) and per answered request. */
+export function cpuTable(runs: DatabaseRun[], fileA: FileMeta): string {
   const lines: { name: string; cpu: Record<string, number> }[] = [];
   for (const r of runs) {
     for (const p of r.importA?.cpu ?? []) {
@@ -277,8 +278,9 @@ function cpuTable(runs: DatabaseRun[], fileA: FileMeta): string {
   }
   const procs = [...new Set(lines.flatMap((l) => Object.keys(l.cpu)))];
   const sum = (c: Record<string, number>) => Object.values(c).reduce((a, b) => a + b, 0);
-  return table(
+  const title = "CPU per unit of work (each process tree's user + system time)";
+  return `${title}\n${table(
     ['', ...procs, 'total'],
     lines.map((l) => [l.name, ...procs.map((p) => fix(l.cpu[p], 3)), fix(sum(l.cpu), 3)]),
-  );
+  )}`;
 }

@@ -55,7 +55,12 @@ export async function httpStep(
   try {
     const pool = await baseline.pool(importedRows);
     const api = { name: 'api' as const, baseUrl: service.baseUrl, headers: { authorization: `Bearer ${account.key}` } };
-    return await runHttp({ api, baseline: baseline.target }, pool, infra.sql, account.id, opts, runId, log);
+    // The baseline server's own CPU beside the service's processes: what a request costs each side whole.
+    const probe = { name: 'baseline', pid: baseline.pid };
+    const withBaseline =
+      opts.sampleCpu && (async () => ({ ...(await opts.sampleCpu!()), ...(await sampleCpu([probe])) }));
+    const httpOpts = { ...opts, sampleCpu: withBaseline };
+    return await runHttp({ api, baseline: baseline.target }, pool, infra.sql, account.id, httpOpts, runId, log);
   } finally {
     await baseline.stop();
   }

@@ -56,7 +56,12 @@ export async function startBaseline(infra: Infra, account: BenchAccount) {
     throw e;
   }
   const target: HttpTarget = { name: 'baseline', baseUrl, headers: {} };
-  return { target, pool: (rows: number) => contactPool(infra.sql, account, rows), stop: () => stopChild(child) };
+  return {
+    target,
+    pid: child.proc.pid,
+    pool: (rows: number) => contactPool(infra.sql, account, rows),
+    stop: () => stopChild(child),
+  };
 }
 
 export interface Target {
