@@ -11,7 +11,7 @@ import type { FileMeta } from './generate';
 import type { HttpOptions } from './http';
 import type { ImportOptions, ImportRun } from './import-flow';
 import type { HttpRow } from './report';
-import { startInfra, startService } from './services';
+import { once, startInfra, startService } from './services';
 import { cpuSampler, httpStep, importA } from './steps';
 import { contactStorage, type ContactStorage } from './storage';
 
@@ -37,10 +37,16 @@ export async function runOnCitus(
     httpOpts: HttpOptions;
   },
   log: (m: string) => void,
+  /** registers a stop that also runs when the bench is interrupted (index.ts's stack) */
+  onStop: (stop: () => Promise<void>) => void,
 ): Promise<DatabaseRun> {
   const label = `citus 1+${opts.workers}`;
   log(`[bench] ${label}: the embedded cluster, a coordinator and ${opts.workers} workers`);
   const infra = await startInfra(log, { citusWorkers: opts.workers });
+  // Its database is the bench's own and holds a full import's contacts: dropped, like the single
+  // node's before it, so the next run's disk check finds the space free.
+  const stopInfra = once(() => infra.stop({ drop: true }));
+  onStop(stopInfra);
   try {
     await checkDiskSpace(
       {
@@ -54,6 +60,8 @@ export async function runOnCitus(
       log,
     );
     const service = await startService(infra);
+    const stopService = once(() => service.stop());
+    onStop(stopService);
     try {
       const account = await createBenchAccount(infra.sql, `${opts.runId} ${label}`);
       const ctx = { baseUrl: service.baseUrl, sql: infra.sql, workerPid: service.worker.proc.pid };
@@ -69,9 +77,9 @@ export async function runOnCitus(
       }
       return run;
     } finally {
-      await service.stop();
+      await stopService();
     }
   } finally {
-    await infra.stop();
+    await stopInfra();
   }
 }

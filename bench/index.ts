@@ -35,7 +35,7 @@ import {
   type LoadRow,
 } from './report';
 import { cleanFile, cleanPath, runReportCost, type ReportCostFile } from './report-cost';
-import { childFailures, startInfra, startService, type Infra } from './services';
+import { childFailures, once, startInfra, startService, type Infra } from './services';
 import { checkImport } from './verify';
 import { evaluateTargets, mixedTargets, phaseTable, reportCostTargets, type Target } from './summary';
 import { runOnCitus, type DatabaseRun } from './citus';
@@ -253,7 +253,7 @@ async function main(): Promise<number> {
         importOpts: { ...importOpts, samples: opts.samples },
         httpOpts,
       };
-      result.citus = citus = await runOnCitus(citusOpts, log);
+      result.citus = citus = await runOnCitus(citusOpts, log, onStop);
       result.single = single;
       if (childFailures().length) throw new Error(childFailures().join('; '));
     }
@@ -347,10 +347,6 @@ async function main(): Promise<number> {
 // Stopped in reverse order of start, once, whether the run ends, fails or is interrupted: every
 // caller waits for the same stop.
 const stack: (() => Promise<void>)[] = [];
-const once = (fn: () => Promise<void>) => {
-  let done: Promise<void> | undefined;
-  return () => (done ??= fn());
-};
 const onStop = (fn: () => Promise<void>) => void stack.push(fn);
 let stopping: Promise<void> | undefined;
 function stopAll(): Promise<void> {

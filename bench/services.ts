@@ -150,6 +150,15 @@ export function spawnChild(
   return child;
 }
 
+/**
+ * `fn` run at most once, every caller waiting for that one run: a stop that a failure, an interrupt
+ * and the normal end may all call.
+ */
+export function once(fn: () => Promise<void>): () => Promise<void> {
+  let done: Promise<void> | undefined;
+  return () => (done ??= fn());
+}
+
 export async function stopChild(child: Child): Promise<void> {
   child.stopping = true;
   if (child.proc.exitCode !== null) return;
