@@ -6,6 +6,7 @@
  */
 import { readdir, readFile } from 'node:fs/promises';
 import postgres from 'postgres';
+import { citusWorkerUrls } from '../src/embedded/citus';
 
 export interface CpuProbe {
   name: string;
@@ -63,32 +64,13 @@ async function postmasterPid(url: string): Promise<number | undefined> {
  * Servers on another machine are left out.
  */
 export async function databaseProbes(url: string): Promise<CpuProbe[]> {
-  const sql = postgres(url, { max: 1, onnotice: () => {} });
-  let workerPorts: number[] = [];
-  let host = '';
-  try {
-    const [citus] = await sql`select 1 from pg_extension where extname = 'citus'`;
-    if (citus) {
-      const nodes = await sql<{ nodename: string; nodeport: number }[]>`
-        select nodename, nodeport from pg_dist_node
-        where groupid <> 0 and noderole = 'primary' and isactive order by nodeport`;
-      workerPorts = nodes.map((n) => n.nodeport);
-      host = nodes[0]?.nodename ?? '';
-    }
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
+  const workers = await citusWorkerUrls(url);
   const probes: CpuProbe[] = [];
   const add = async (name: string, nodeUrl: string) => {
     const pid = await postmasterPid(nodeUrl);
     if (pid) probes.push({ name, pid });
   };
-  await add(workerPorts.length ? 'coordinator' : 'postgres', url);
-  for (const [k, port] of workerPorts.entries()) {
-    const u = new URL(url);
-    u.hostname = host;
-    u.port = String(port);
-    await add(`worker-${k + 1}`, u.toString());
-  }
+  await add(workers.length ? 'coordinator' : 'postgres', url);
+  for (const [k, worker] of workers.entries()) await add(`worker-${k + 1}`, worker);
   return probes;
 }

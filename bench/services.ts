@@ -12,7 +12,7 @@ import { loadConfig, type Config } from '../src/config';
 import { connect, type Sql } from '../src/db';
 import { migrate } from '../src/migrate';
 import { freePort } from '../src/embedded';
-import { formCluster, VENDORED_CITUS_SRC } from '../src/embedded/citus';
+import { citusWorkerUrls, formCluster, VENDORED_CITUS_SRC } from '../src/embedded/citus';
 import { resolveDatabaseUrl, resolveRedisUrl, type Resolved } from '../src/embedded/urls';
 
 export interface Infra {
@@ -81,17 +81,13 @@ export async function startInfra(log: (m: string) => void, opts: { citusWorkers?
  */
 async function recreateDatabase(url: string, say: (m: string) => void, opts: { create: boolean }): Promise<void> {
   const name = new URL(url).pathname.slice(1);
-  const workerPorts = await citusWorkerPorts(url);
-  const onNode = (port: string) => {
-    const u = new URL(url);
-    u.port = port;
-    u.pathname = '/postgres';
-    return u.toString();
-  };
-  const nodes = workerPorts.length ? ` on the coordinator and ${workerPorts.length} workers` : '';
+  const workers = await citusWorkerUrls(url, 'postgres');
+  const coordinator = new URL(url);
+  coordinator.pathname = '/postgres';
+  const nodes = workers.length ? ` on the coordinator and ${workers.length} workers` : '';
   say(`${opts.create ? 'recreating' : 'dropping'} database ${name}${nodes}`);
-  for (const port of [new URL(url).port, ...workerPorts.map(String)]) {
-    const admin = connect(onNode(port), 1);
+  for (const node of [coordinator.toString(), ...workers]) {
+    const admin = connect(node, 1);
     try {
       await admin.unsafe(`drop database if exists "${name}" with (force)`);
       if (opts.create) await admin.unsafe(`create database "${name}"`);
@@ -99,21 +95,8 @@ async function recreateDatabase(url: string, say: (m: string) => void, opts: { c
       await admin.end({ timeout: 5 });
     }
   }
-  if (opts.create && workerPorts.length) await formCluster(Number(new URL(url).port), workerPorts, say, name);
-}
-
-/** The ports of a Citus coordinator's workers (none on plain PostgreSQL). */
-async function citusWorkerPorts(url: string): Promise<number[]> {
-  const sql = connect(url, 1);
-  try {
-    const [citus] = await sql`select 1 from pg_extension where extname = 'citus'`;
-    if (!citus) return [];
-    const nodes = await sql<{ nodeport: number }[]>`
-      select nodeport from pg_dist_node where groupid <> 0 and noderole = 'primary' order by nodeport`;
-    return nodes.map((n) => n.nodeport);
-  } finally {
-    await sql.end({ timeout: 5 });
-  }
+  const port = (u: string) => Number(new URL(u).port);
+  if (opts.create && workers.length) await formCluster(port(url), workers.map(port), say, name);
 }
 
 export interface Child {

@@ -16,7 +16,7 @@ import { join } from 'node:path';
 import { markImportFailed } from '../src/imports/lifecycle';
 import { SWEEP_EVERY_MS, SWEEP_QUEUE, IMPORT_QUEUE, SWEEP_SCHEDULER_ID } from '../src/imports/jobs';
 import { faultBed, type Child, type FaultBed } from './helpers/fault-bed';
-import { midPhase, outcome, runningOn, type Outcome } from './helpers/fault-import';
+import { midPhase, outcome, RESUME_WITHIN_MS, runningOn, type Outcome } from './helpers/fault-import';
 import { createAccount, createKey } from './helpers/fixtures';
 import {
   createBody,
@@ -50,8 +50,6 @@ const FILES: FileSpec[] = [
 const KILLED: FileSpec = { seed: 5, rows: 30_000, strategy: 'overwrite', restoreDisabled: true };
 /** The sweep is counted over at least this long with both workers up. */
 const SWEEP_WINDOW_MS = 30_000;
-/** The fault tests' bound (test/fault-worker.test.ts): from the kill to the import moving again. */
-const RESUME_WITHIN_MS = 30_000;
 
 let s3: S3Server | undefined;
 let bed: FaultBed | undefined;

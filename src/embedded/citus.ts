@@ -124,6 +124,29 @@ async function createExtension(sql: postgres.Sql): Promise<void> {
   if (!has) await sql`create extension if not exists citus`;
 }
 
+/**
+ * The workers a Citus coordinator has registered, as URLs: `url` with each worker's host and port
+ * (and `database` in place of url's, when given), in port order. None on plain PostgreSQL.
+ */
+export async function citusWorkerUrls(url: string, database?: string): Promise<string[]> {
+  const sql = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    const [citus] = await sql`select 1 from pg_extension where extname = 'citus'`;
+    if (!citus) return [];
+    const nodes = await sql<{ nodename: string; nodeport: number }[]>`
+      select nodename, nodeport from pg_dist_node where groupid <> 0 and noderole = 'primary' order by nodeport`;
+    return nodes.map((n) => {
+      const u = new URL(url);
+      u.hostname = n.nodename;
+      u.port = String(n.nodeport);
+      if (database !== undefined) u.pathname = `/${database}`;
+      return u.toString();
+    });
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}
+
 async function withSql<T>(port: number, database: string, fn: (sql: postgres.Sql) => Promise<T>): Promise<T> {
   const sql = postgres(urlFor(port, database), { max: 1, onnotice: () => {} });
   try {

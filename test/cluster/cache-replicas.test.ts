@@ -82,7 +82,7 @@ const call = (url: string, key: string, path: string, body?: unknown) =>
   });
 
 /** Milliseconds until every API answers `path` with `status` (polled), or the test fails past WITHIN_MS. */
-async function untilAll(key: string, status: number, request: (url: string) => Promise<Response>): Promise<number> {
+async function untilAll(status: number, request: (url: string) => Promise<Response>): Promise<number> {
   const started = performance.now();
   for (;;) {
     const got = await Promise.all(apis.map(async (a) => (await request(a.url)).status));
@@ -98,7 +98,7 @@ test('a key revoked with the admin CLI is refused by both APIs within a second',
   // Both caches hold the key: several answers each, on the cached path.
   for (let i = 0; i < 3; i++) for (const a of apis) expect((await call(a.url, key, '/v1/brands')).status).toBe(200);
   await admin('key', 'revoke', '--key-id', keyId);
-  const ms = await untilAll(key, 401, (url) => call(url, key, '/v1/brands'));
+  const ms = await untilAll(401, (url) => call(url, key, '/v1/brands'));
   console.log(JSON.stringify({ change: 'key revoke', ms: Math.round(ms) }));
 });
 
@@ -107,7 +107,7 @@ test('an account suspended with the admin CLI is refused by both APIs within a s
   const { key } = await admin('key', 'create', '--account', account);
   for (let i = 0; i < 3; i++) for (const a of apis) expect((await call(a.url, key, '/v1/brands')).status).toBe(200);
   await admin('account', 'suspend', '--account', account);
-  const ms = await untilAll(key, 403, (url) => call(url, key, '/v1/brands'));
+  const ms = await untilAll(403, (url) => call(url, key, '/v1/brands'));
   console.log(JSON.stringify({ change: 'account suspend', ms: Math.round(ms) }));
 });
 
@@ -120,6 +120,6 @@ test('an attribute added with the admin CLI is accepted by both APIs within a se
     for (const a of apis) expect((await call(a.url, key, '/v1/contacts', contact(i))).status).toBe(400);
   await admin('attribute', 'create', '--account', account, '--name', 'tier', '--type', 'string');
   let n = 100;
-  const ms = await untilAll(key, 201, (url) => call(url, key, '/v1/contacts', contact(n++)));
+  const ms = await untilAll(201, (url) => call(url, key, '/v1/contacts', contact(n++)));
   console.log(JSON.stringify({ change: 'attribute create', ms: Math.round(ms) }));
 });

@@ -4,21 +4,18 @@
  * file on the same cluster (every batch applied exactly once). As test/fault-worker.test.ts does on
  * one PostgreSQL, with the import's staging distributed and its statements run on the account's node.
  */
-import { expect, test } from 'bun:test';
+import { test } from 'bun:test';
 import type { Child } from '../helpers/fault-bed';
 import { clusterBed } from '../helpers/cluster-bed';
 import {
-  dbNow,
   enqueue,
+  expectResumedAfterKill,
   FAULT_BED_ENV,
   midPhase,
-  movingAgain,
-  outcome,
   referenceBed,
   stageFaultImport,
 } from '../helpers/fault-import';
 
-const RESUME_WITHIN_MS = 30_000;
 // The cluster bed, the file and its uninterrupted run, made before the tests and removed after.
 const suite = referenceBed(() => clusterBed(FAULT_BED_ENV));
 
@@ -31,21 +28,13 @@ for (const phase of ['read', 'merge'] as const) {
       alive.push(first);
       await enqueue(suite.bed, accountId, importId);
       await midPhase(suite.bed.sql, importId, phase);
-      await suite.bed.kill(first);
-      const killedAt = await dbNow(suite.bed.sql);
-      alive.push(await suite.bed.start('worker', { APP_NAME: 'worker-b' }));
-      const recoveryMs = await movingAgain(suite.bed.sql, importId, killedAt, RESUME_WITHIN_MS + 15_000);
-      const got = await outcome(suite.bed.sql, accountId, importId);
-      console.log(
-        JSON.stringify({
-          fault: 'worker kill -9 on the cluster, restarted worker',
-          phase,
-          recoveryMs,
-          countsEqual: JSON.stringify(got) === JSON.stringify(suite.reference),
-        }),
+      await expectResumedAfterKill(
+        suite.bed,
+        { accountId, importId, reference: suite.reference },
+        { fault: 'worker kill -9 on the cluster, restarted worker', phase },
+        () => suite.bed.kill(first),
+        async () => alive.push(await suite.bed.start('worker', { APP_NAME: 'worker-b' })),
       );
-      expect(recoveryMs).toBeLessThan(RESUME_WITHIN_MS);
-      expect(got).toEqual(suite.reference);
     } finally {
       for (const c of alive) await suite.bed.kill(c);
     }

@@ -126,6 +126,33 @@ export async function movingAgain(sql: Sql, importId: string, since: Date, ms = 
   return Math.max(0, p.updatedAt.getTime() - since.getTime());
 }
 
+/** The hardening issue's bound for a killed worker: from the kill to the import moving again. */
+export const RESUME_WITHIN_MS = 30_000;
+
+/**
+ * A worker killed mid-import (`kill`, then `replace` starting another, if the test does): the time
+ * until the import moves again and its end state, printed as one JSON line (`fault`, `phase`) for
+ * the notes, then checked: moving again within RESUME_WITHIN_MS, and ending as `reference`, the
+ * uninterrupted run of the same file.
+ */
+export async function expectResumedAfterKill(
+  bed: ProcessBed,
+  run: { accountId: string; importId: string; reference: Outcome },
+  report: { fault: string; phase: string },
+  kill: () => Promise<void>,
+  replace: () => Promise<unknown> = async () => {},
+): Promise<void> {
+  await kill();
+  const killedAt = await dbNow(bed.sql);
+  await replace();
+  const recoveryMs = await movingAgain(bed.sql, run.importId, killedAt, RESUME_WITHIN_MS + 15_000);
+  const got = await outcome(bed.sql, run.accountId, run.importId);
+  const countsEqual = JSON.stringify(got) === JSON.stringify(run.reference);
+  console.log(JSON.stringify({ ...report, recoveryMs, countsEqual }));
+  expect(recoveryMs).toBeLessThan(RESUME_WITHIN_MS);
+  expect(got).toEqual(run.reference);
+}
+
 export async function dbNow(sql: Sql): Promise<Date> {
   const [r] = await sql<{ now: Date }[]>`select clock_timestamp() as now`;
   return r!.now;

@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path';
 import { loadConfig } from '../../src/config';
 import { connect } from '../../src/db';
 import { migrate } from '../../src/migrate';
+import { citusWorkerUrls } from '../../src/embedded/citus';
 import { resolveDatabaseUrl, resolveRedisUrl } from '../../src/embedded/urls';
 
 const MIGRATIONS = resolve(import.meta.dir, '../../sql/migrations');
@@ -49,7 +50,7 @@ export async function startTestServices(log?: (m: string) => void): Promise<Test
   const adminUrl = withDatabase(db.url, 'postgres');
   // A Citus database is a cluster of its own: each test database is formed and migrated afresh
   // (about 3 s), where one PostgreSQL clones a migrated template.
-  const citusWorkers = config.citusWorkers ? await workerUrls(db.url) : [];
+  const citusWorkers = config.citusWorkers ? await citusWorkerUrls(db.url, 'postgres') : [];
   if (!citusWorkers.length) await ensureTemplate(adminUrl);
   return {
     adminUrl,
@@ -60,23 +61,6 @@ export async function startTestServices(log?: (m: string) => void): Promise<Test
       await db.stop();
     },
   };
-}
-
-/** The maintenance database URLs of the workers the coordinator at `url` has registered. */
-async function workerUrls(url: string): Promise<string[]> {
-  const sql = connect(url, 1);
-  try {
-    const nodes = await sql<{ nodename: string; nodeport: number }[]>`
-      select nodename, nodeport from pg_dist_node where groupid <> 0 and noderole = 'primary' order by nodeid`;
-    return nodes.map((n) => {
-      const u = new URL(withDatabase(url, 'postgres'));
-      u.hostname = n.nodename;
-      u.port = String(n.nodeport);
-      return u.toString();
-    });
-  } finally {
-    await sql.end();
-  }
 }
 
 /** Builds the template under a temporary name and renames it into place, so it appears complete. */
