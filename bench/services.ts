@@ -111,6 +111,16 @@ export interface Child {
 const unexpected: string[] = [];
 export const childFailures = (): readonly string[] => unexpected;
 
+/**
+ * `BENCH_WORKER_PROFILE=<dir>`: the worker runs under Bun's sampling profiler and writes a markdown
+ * profile into <dir> when it stops (one file per worker process). For finding where an import's
+ * time goes; the profiler slows the worker, so figures of such a run are not comparable.
+ */
+function profiled(entry: string): string[] {
+  const dir = process.env.BENCH_WORKER_PROFILE;
+  return dir && entry === 'worker/index.ts' ? ['--cpu-prof-md', `--cpu-prof-dir=${dir}`] : [];
+}
+
 export function spawnChild(
   name: string,
   entry: string,
@@ -119,7 +129,7 @@ export function spawnChild(
 ): Child {
   const logFile = join(logDir, `${name}.log`);
   const fd = openSync(logFile, 'w');
-  const proc = Bun.spawn([process.execPath, entry], {
+  const proc = Bun.spawn([process.execPath, ...profiled(entry), entry], {
     env: { ...process.env, ...env },
     stdin: 'ignore',
     stdout: fd,
