@@ -84,7 +84,7 @@ export async function profileRead(sql: Sql, path: string, log: (m: string) => vo
   const table = 'bench_profile_rows';
   try {
     await conn.unsafe(`drop table if exists ${table}`);
-    await conn.unsafe(rowsTableDdl(table, crypto.randomUUID()));
+    for (const statement of rowsTableDdl(table, crypto.randomUUID())) await conn.unsafe(statement);
     await pass('+ COPY to staging (= read phase)', async () => {
       const sink = new CopySink(conn, table, 100_000);
       await parseRows(

@@ -1,5 +1,15 @@
 import { backToRead, dedupeDone } from '../../src/imports/lifecycle';
-import { distributeStaging, hasRows, partSizes, stagingTables, type MergePart, type StagingTables } from './staging';
+import {
+  distributeStaging,
+  hasRows,
+  MERGE_PARTS,
+  partSizes,
+  sliceTable,
+  slicesOf,
+  stagingTables,
+  type MergePart,
+  type StagingTables,
+} from './staging';
 import { StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
 
 /**
@@ -36,6 +46,7 @@ export async function dedupePhase(p: Pipeline): Promise<Step> {
     rowCount: counts.kept,
     duplicateInFile: counts.staged - counts.kept,
     rebuilt: counts.rebuilt,
+    slices: counts.slices,
   });
   if (!counts.moved) return { phase: 'stopped' }; // failed by another hand meanwhile
   // A rebuilt merge table goes on from the checkpoint the merge under way committed.
@@ -46,6 +57,8 @@ interface DedupeCounts {
   staged: number;
   kept: number;
   rebuilt: boolean;
+  /** how many slices the staged rows came in (staging.ts: stagingSlices) */
+  slices: number;
   /** whether the import moved on to its merge (not when it stopped being a running dedupe) */
   moved: boolean;
 }
@@ -64,7 +77,10 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
 
   // The parts at the same time, each on its own connection and committed on its own. Until the
   // commit below moves the import to `merge`, a rerun builds them all again from the raw rows.
-  const built = await Promise.allSettled(t.parts.map((part) => buildPart(p, t.rows, part)));
+  const slices = await slicesOf(p.sql, t.rows);
+  const built = await Promise.allSettled(
+    t.parts.map((part, k) => buildPart(p, part, partSources(t.rows, part, k, slices))),
+  );
   const failed = built.find((r) => r.status === 'rejected');
   if (failed) throw (failed as PromiseRejectedResult).reason;
   const kept = built.reduce((sum, r) => sum + (r as PromiseFulfilledResult<number>).value, 0);
@@ -77,7 +93,7 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
   return p.sql.begin(async (tx) => {
     const moved = await dedupeDone(tx, job.accountId, job.id, { staged, kept, rebuilt });
     if (!keepRows) await tx.unsafe(`drop table ${t.rows}`);
-    return { staged, kept, rebuilt, moved };
+    return { staged, kept, rebuilt, slices, moved };
   });
 }
 
@@ -85,47 +101,64 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
  * One part of the merge table: the last staged row of every email in the part's email_md5 range,
  * numbered in email_md5 order. Returns its row count.
  */
-async function buildPart(p: Pipeline, rows: string, part: MergePart): Promise<number> {
-  // Bounds are uuids this code computed (stagingTables), not input.
-  const range = [part.from && `email_md5 >= '${part.from}'`, part.to && `email_md5 < '${part.to}'`]
-    .filter(Boolean)
-    .map((c) => ` and ${c}`)
-    .join('');
+async function buildPart(p: Pipeline, part: MergePart, sources: string[]): Promise<number> {
   return p.sql.begin(async (tx) => {
-    // The sort of the part's staged rows (wide: attributes and brands ride along) is the whole
-    // cost. With the server's 64 MB it spills to disk from ~200,000 rows on; 1 GB sorts a 1M-row
-    // file in memory and cuts the merge passes of a 25M-row one (measured: 3M rows 11.5 s →
-    // 8.9 s). Only for this transaction: MERGE_PARTS of them per running import.
+    // The sort of the staged rows (wide: attributes and brands ride along) is the whole cost. With
+    // the server's 64 MB it spills to disk from ~200,000 rows on; 1 GB sorts a slice (or a part of
+    // an unsliced file) in memory. Only for this transaction: MERGE_PARTS of them per running import.
     await tx`set local work_mem = '1GB'`;
     await tx`set local jit = off`; // compiling costs more than it saves on this plan
     await tx.unsafe(`drop table if exists ${part.table}`);
     // Made, distributed like the contacts on a cluster, then filled: a CREATE TABLE AS cannot make
-    // a distributed table. Filled with one statement for the account, which on a cluster runs whole
-    // on the node of its shards (the window's order is the DISTINCT ON's: one sort).
+    // a distributed table. Filled with one statement per source for the account, which on a cluster
+    // runs whole on the node of its shards (the window's order is the DISTINCT ON's: one sort).
     await tx.unsafe(`
       create unlogged table ${part.table} (
         account_id uuid not null, seq int8 not null, email_md5 uuid not null, row_no int8 not null,
         email text not null, attributes jsonb not null, brand_ids uuid[] not null, attribute_count int2 not null
       )`);
     await distributeStaging(tx, part.table);
-    const filled = await tx.unsafe(
-      `
-      insert into ${part.table}
-      select account_id, row_number() over (order by email_md5), email_md5, row_no, email, attributes, brand_ids,
-             attribute_count
-      from (
-        select distinct on (email_md5) account_id, email_md5, row_no, email, attributes, brand_ids, attribute_count
-        from ${rows}
-        where account_id = $1::uuid${range}
-        order by email_md5, row_no desc
-      ) last_per_email`,
-      [p.job.accountId],
-    );
+    // Sources follow email_md5 order, so numbering each on from the rows before it numbers the part.
+    let count = 0;
+    for (const source of sources) {
+      const filled = await tx.unsafe(
+        `
+        insert into ${part.table}
+        select account_id, $2::int8 + row_number() over (order by email_md5), email_md5, row_no, email, attributes,
+               brand_ids, attribute_count
+        from (
+          select distinct on (email_md5) account_id, email_md5, row_no, email, attributes, brand_ids, attribute_count
+          from ${source}
+          order by email_md5, row_no desc
+        ) last_per_email`,
+        [p.job.accountId, count],
+      );
+      count += filled.count;
+    }
     await tx.unsafe(`alter table ${part.table} add primary key (account_id, seq)`);
     // Real statistics, so the merge plans its joins for batches of this size, not for a guess.
     await tx.unsafe(`analyze ${part.table}`);
-    return Number(filled.count);
+    return count;
   });
+}
+
+/**
+ * Where part `k` finds its staged rows, as `<table> where <condition on $1, the account>`, in
+ * email_md5 order: its own slices of a sliced staging table (staging.ts), or else the one table
+ * filtered to the part's email_md5 range.
+ */
+function partSources(rows: string, part: MergePart, k: number, slices: number): string[] {
+  const account = 'account_id = $1::uuid';
+  if (slices > 1) {
+    const per = slices / MERGE_PARTS;
+    return Array.from({ length: per }, (_, i) => `${sliceTable(rows, k * per + i)} where ${account}`);
+  }
+  // Bounds are uuids this code computed (stagingTables), not input.
+  const range = [part.from && `email_md5 >= '${part.from}'`, part.to && `email_md5 < '${part.to}'`]
+    .filter(Boolean)
+    .map((c) => ` and ${c}`)
+    .join('');
+  return [`${rows} where ${account}${range}`];
 }
 
 /**

@@ -10,7 +10,7 @@ import { decompressed } from './decompress';
 import { HeapGuard } from './heap-guard';
 import { ensureRejectsTable, forgetRead, RejectWriter } from './rejects';
 import { expectedRows, RepeatFilter, repeatsTableDdl } from './repeats';
-import { distributeStaging, dropStaging, rowsTableDdl, stagingTables } from './staging';
+import { distributeStaging, dropStaging, rowsTableDdl, slicesFor, stagingTables } from './staging';
 import { ImportFileError, type Pipeline, type Step } from './state';
 
 /**
@@ -61,7 +61,9 @@ export async function readPhase(p: Pipeline): Promise<Step> {
   const t = stagingTables(job.id);
   // Made anew: an earlier read of this import may have left rows behind (and a merge table built from them).
   await dropStaging(conn, job.id);
-  await conn.unsafe(rowsTableDdl(t.rows, job.accountId));
+  // In slices by email_md5 for a big file, so that dedupe sorts each in memory (stagingSlices).
+  const slices = await slicesFor(conn, Number(job.objectSize ?? 0));
+  for (const statement of rowsTableDdl(t.rows, job.accountId, slices)) await conn.unsafe(statement);
   await distributeStaging(conn, t.rows);
   // Made always (the merge's statements name it), filled only with the report on.
   await ensureRejectsTable(conn, t.rejects, job.accountId);
