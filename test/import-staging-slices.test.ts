@@ -16,9 +16,9 @@ const MB = 1 << 20;
 
 test('slices: one table up to two slices of file, then whole slices for each merge part', () => {
   expect(stagingSlices(0)).toBe(1);
-  expect(stagingSlices(320 * MB)).toBe(1);
-  expect(stagingSlices(320 * MB + 1)).toBe(2 * MERGE_PARTS);
-  expect(stagingSlices(4_701_923_604)).toBe(30); // the bench's 25M-row file
+  expect(stagingSlices(640 * MB)).toBe(1);
+  expect(stagingSlices(640 * MB + 1)).toBe(2 * MERGE_PARTS);
+  expect(stagingSlices(4_701_923_604)).toBe(16); // the bench's 25M-row file
   for (let size = 0; size < 20_000 * MB; size += 333 * MB) {
     const n = stagingSlices(size);
     expect(n === 1 || n % MERGE_PARTS === 0).toBe(true);

@@ -149,12 +149,15 @@ export function rowsTableDdl(table: string, accountId: string, slices = 1): stri
 
 /**
  * CSV bytes of a slice of the staged rows. The dedupe sorts each slice's rows in memory with its 1 GB
- * of work_mem: a staged row takes 2.5-5 × its CSV bytes there (477 bytes for a 187-byte row of the
- * bench's file, more for narrow rows: fixed columns and headers), so 160 MB of CSV stay well below.
- * A sort that does not fit spills to disk: half of one at 5M rows was an external merge of 1 GB that
- * took 10.7 s, against 2 × 2.3 s for its two halves sorted in memory.
+ * of work_mem: a staged row takes about 2.5 × its CSV bytes there (477 bytes for a 187-byte row of
+ * the bench's file), so 320 MB of such rows sort in ~820 MB. A sort that does not fit spills to
+ * disk: half of 5M rows was an external merge of 1 GB that took 10.7 s, against 2 × 2.3 s for its
+ * two halves sorted in memory. Not smaller: the COPY routes each row to its slice and flushes its
+ * buffered rows to every slice at once, so more slices write smaller batches (2M rows into one
+ * table 5.7-6.0 s, into 10 slices 6.6-6.7 s, into 20 8.1-10.3 s). Narrow rows (an email and little
+ * else) take more memory per CSV byte; their sorts may spill, as every big part's did before.
  */
-const SLICE_BYTES = 160 << 20;
+const SLICE_BYTES = 320 << 20;
 
 /**
  * How many slices the staged rows of a file of `objectSize` bytes are partitioned into: a multiple
