@@ -22,6 +22,13 @@ test('the peak: 12 × the file and the WAL with import B, 7.5 × with A alone, p
     7.5 * 200e6 + 700e6,
   );
   expect(neededBytes({ dataDir: dir, rows, files: [a], importA: false, importB: false })).toBe(0);
+  // The default steps: dba before the imports and mixed after them, each 5 × the file more.
+  expect(neededBytes({ dataDir: dir, rows, files: [a, b], importA: true, importB: true, dba: true, mixed: true })).toBe(
+    file + 22 * file + 8e9,
+  );
+  expect(neededBytes({ dataDir: dir, rows, files: [a], importA: true, importB: true, dba: false, mixed: true })).toBe(
+    17 * file + 8e9,
+  );
 });
 
 test('a run that cannot fit stops before it starts, saying how much it needs and how much is free', async () => {

@@ -10,6 +10,14 @@
  * checkpoints). That run used ~61-67 GB above what it started with (12 × 4.7 GB + 8 GB = 64 GB);
  * counted at 200 bytes a row, the check asks for 68 GB at 25M rows.
  * Import A alone peaks at its own dedupe: object + staged rows + merge table + sort ≈ 7.5 × + WAL.
+ *
+ * Two steps add to that peak, measured by the first full run of the default steps (25M rows,
+ * 2026-11-26: 77.4 GB free at the start, out of space during import B's merge at 73 %):
+ * - dba: its upserts leave the contacts table as big as A's contacts plus B's new versions of
+ *   them; it deletes its contacts after, but the table keeps the space and the imports only reuse
+ *   part of it (≥ 15.5 × the file was in use at the failure): 5 × more.
+ * - mixed after A and B: a second account gets import A's contacts (about 4.8 × the file) while
+ *   A's and B's stay: 5 × more (after A alone it is the second import, counted as B is).
  */
 import { existsSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
@@ -20,6 +28,10 @@ const FILE_BYTES_PER_ROW = 200;
 const WAL_BYTES = 8e9;
 /** WAL bytes one imported row writes (contact heap tuple + primary key entry, measured 660). */
 const WAL_BYTES_PER_ROW = 700;
+/** What the dba step adds to the peak, in files (see above). */
+const DBA_FILES = 5;
+/** What the mixed step adds to the peak, in files (see above). */
+const MIXED_FILES = 5;
 
 export interface DiskPlan {
   dataDir: string;
@@ -28,6 +40,10 @@ export interface DiskPlan {
   files: string[];
   importA: boolean;
   importB: boolean;
+  /** the dba step runs before the imports (its upserts of A and B into the same contacts table) */
+  dba?: boolean;
+  /** the mixed step imports file A once more, into another account, after imports A and B */
+  mixed?: boolean;
   /** the WAL kept between checkpoints, when not one embedded PostgreSQL's (a cluster's nodes each keep theirs) */
   walBytes?: number;
 }
@@ -38,7 +54,8 @@ export function neededBytes(plan: DiskPlan): number {
   const generated = plan.files.filter((f) => !existsSync(f)).length * file;
   const wal = Math.min(plan.walBytes ?? WAL_BYTES, plan.rows * WAL_BYTES_PER_ROW);
   const imports = plan.importB ? 12 * file + wal : plan.importA ? 7.5 * file + wal : 0;
-  return generated + imports;
+  const extra = imports > 0 ? ((plan.dba ? DBA_FILES : 0) + (plan.mixed ? MIXED_FILES : 0)) * file : 0;
+  return generated + imports + extra;
 }
 
 /** Throws with what to do when the data directory cannot hold the run. */

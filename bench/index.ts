@@ -144,7 +144,12 @@ async function main(): Promise<number> {
       const importA = has('a') || has('gzip') || has('report') || has('fair') || has('dba') || has('mixed');
       // The dba step loads B over A's contacts like import B, before the imports (its contacts deleted after).
       const importB = second || (has('dba') && has('b'));
-      await checkDiskSpace({ dataDir: infra.config.dataDir, rows: opts.rows, files, importA, importB }, log);
+      // mixed after A alone is the second import above; after A and B it is a third.
+      const [dba, mixed] = [has('dba'), has('mixed') && has('b')];
+      await checkDiskSpace(
+        { dataDir: infra.config.dataDir, rows: opts.rows, files, importA, importB, dba, mixed },
+        log,
+      );
     }
     const fileA = await generateCsv(paths.a, opts.rows, 0, log);
     const fileB = has('b') ? await generateCsv(paths.b, opts.rows, 1, log) : undefined;
