@@ -52,8 +52,8 @@ export interface StagingTables {
 export function stagingTables(importId: string): StagingTables {
   if (!UUID.test(importId)) throw new Error(`import id ${importId} is not a uuid`);
   const hex = importId.replaceAll('-', '').toLowerCase();
-  const bound = (k: number) =>
-    k === 0 || k === MERGE_PARTS ? null : uuidAt((BigInt(k) << 128n) / BigInt(MERGE_PARTS));
+  // A part's bounds are slice bounds too: the slices of a part are exactly those between its bounds.
+  const bound = (k: number) => (k === 0 || k === MERGE_PARTS ? null : sliceBound(k, MERGE_PARTS));
   const parts = Array.from({ length: MERGE_PARTS }, (_, k) => ({
     table: `import_merge_${hex}_${k}`,
     plan: `import_plan_${hex}_${k}`,
@@ -184,7 +184,7 @@ export function sliceTable(rows: string, i: number): string {
   return `${rows}_${i}`;
 }
 
-/** The lower email_md5 bound of slice `i` of `slices` (0 < i < slices). */
+/** The lower email_md5 bound of slice `i` of `slices` (0 < i < slices): i / slices of the uuid space. */
 function sliceBound(i: number, slices: number): string {
   return uuidAt((BigInt(i) << 128n) / BigInt(slices));
 }
