@@ -35,6 +35,15 @@ test('a fresh database gets every file once, in name order; a second run applies
   expect(row!.n).toBe(files.length);
 });
 
+test("the outbox's md5 sets use lz4 where the server has it, else the default (0009)", async () => {
+  const [server] = await sql<{ lz4: boolean }[]>`
+    select 'lz4' = any (enumvals) as lz4 from pg_settings where name = 'default_toast_compression'`;
+  const [column] = await sql<{ method: string }[]>`
+    select attcompression as method from pg_attribute
+    where attrelid = 'brand_subscribe_events'::regclass and attname = 'email_md5s'`;
+  expect(column!.method).toBe(server!.lz4 ? 'l' : '');
+});
+
 test('a database migrated by another version of the service is refused, and nothing is applied', async () => {
   await sql`insert into schema_migrations (version, checksum) values ('0004_cache_invalidation.sql', 'x')`;
   try {

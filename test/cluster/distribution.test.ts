@@ -62,6 +62,15 @@ describe('distribution', () => {
       where logicalrelid in ('accounts'::regclass, 'api_keys'::regclass) and repmodel = 't'`;
     expect(ref!.n).toBe(2);
   });
+
+  test("the outbox's md5 sets are lz4-compressed on every shard (migration 0009 reached the workers)", async () => {
+    const sql = bed.db.sql;
+    const shards = await sql<{ result: string }[]>`
+      select result from run_command_on_shards('brand_subscribe_events', $$
+        select attcompression from pg_attribute where attrelid = '%s'::regclass and attname = 'email_md5s'$$)`;
+    expect(shards.length).toBe(32);
+    expect(new Set(shards.map((s) => s.result))).toEqual(new Set(['l']));
+  });
 });
 
 describe('an import on the cluster', () => {
