@@ -3,12 +3,14 @@
  * imported: a 25M-row run that runs out of space fails half an hour in, with PostgreSQL's "No space
  * left on device" in a log file, and may leave the cluster needing recovery.
  *
- * The estimate is the peak, measured on a full run (25M rows, 4.7 GB file, contacts at
- * fillfactor 60): it comes during import B's dedupe, when the data directory holds A's contacts
- * (~4.8 × the file), B's uploaded object (1 ×), its staged rows, the merge table being written and
- * the sort's temporary files (~2.1 × each), plus the WAL (at most about max_wal_size, 8 GB, between
- * checkpoints). That run used ~61-67 GB above what it started with (12 × 4.7 GB + 8 GB = 64 GB);
- * counted at 200 bytes a row, the check asks for 68 GB at 25M rows.
+ * The estimate is the peak, measured on full runs (25M rows, 4.7 GB file, contacts at
+ * fillfactor 60). With import B it comes late in B's merge: A's contacts (~4.8 × the file) grow
+ * with the new versions of B's updates that find no room on their page, beside B's uploaded object
+ * (1 ×), its merge table (~2.1 ×) and the WAL (at most about max_wal_size, 8 GB, between
+ * checkpoints). Session 2's run peaked in B's dedupe at ~61-67 GB (12 × + WAL); the run of
+ * `--steps l1,a,b,http` of 2026-11-26 (session 14) started with 75.8 GB free, generated file B
+ * (5 GB) and ran out of space with B's merge at 89 %, ~68 GB above what it started with but the
+ * file: 14 × the file + WAL, 78 GB at 25M rows counted at 200 bytes a row.
  * Import A alone peaks at its own dedupe: object + staged rows + merge table + sort ≈ 7.5 × + WAL.
  *
  * Two steps add to that peak, measured by the first full run of the default steps (25M rows,
@@ -28,6 +30,10 @@ const FILE_BYTES_PER_ROW = 200;
 const WAL_BYTES = 8e9;
 /** WAL bytes one imported row writes (contact heap tuple + primary key entry, measured 660). */
 const WAL_BYTES_PER_ROW = 700;
+/** The peak with import B, in files (see above). */
+const IMPORT_B_FILES = 14;
+/** The peak with import A alone, in files (see above). */
+const IMPORT_A_FILES = 7.5;
 /** What the dba step adds to the peak, in files (see above). */
 const DBA_FILES = 5;
 /** What the mixed step adds to the peak, in files (see above). */
@@ -53,7 +59,7 @@ export function neededBytes(plan: DiskPlan): number {
   const file = plan.rows * FILE_BYTES_PER_ROW;
   const generated = plan.files.filter((f) => !existsSync(f)).length * file;
   const wal = Math.min(plan.walBytes ?? WAL_BYTES, plan.rows * WAL_BYTES_PER_ROW);
-  const imports = plan.importB ? 12 * file + wal : plan.importA ? 7.5 * file + wal : 0;
+  const imports = plan.importB ? IMPORT_B_FILES * file + wal : plan.importA ? IMPORT_A_FILES * file + wal : 0;
   const extra = imports > 0 ? ((plan.dba ? DBA_FILES : 0) + (plan.mixed ? MIXED_FILES : 0)) * file : 0;
   return generated + imports + extra;
 }
