@@ -3,9 +3,10 @@
 // built from CITUS_SRC (a release source tarball) when PostgreSQL does not have it yet.
 import { existsSync } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
-import { availableParallelism, totalmem } from 'node:os';
+import { availableParallelism } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import postgres from 'postgres';
+import { memorySettings } from './memory';
 import { aptInstall, run, withLock, type LocalService } from './ports';
 import { ensureCluster, findBinDir, urlFor, type LocalCluster } from './postgres';
 
@@ -24,19 +25,16 @@ export const VENDORED_CITUS_SRC = resolve(import.meta.dir, '../../../shared/vend
  * synchronous_commit keep their defaults.
  */
 function nodeSettings(nodes: number): Record<string, string> {
-  const mb = Math.floor(totalmem() / 2 ** 20);
   return {
     shared_preload_libraries: 'citus',
     wal_level: 'logical',
     max_wal_senders: '10',
     max_replication_slots: '10',
     max_prepared_transactions: '200',
-    shared_buffers: `${Math.max(128, Math.min(1024, Math.floor(mb / 8 / nodes)))}MB`,
+    ...memorySettings(nodes),
     max_wal_size: '4GB',
     checkpoint_timeout: '30min',
     wal_compression: 'lz4',
-    work_mem: '64MB',
-    maintenance_work_mem: '256MB',
     // The coordinator opens connections to every worker for each distributed statement.
     max_connections: '300',
   };

@@ -4,13 +4,15 @@ import { existsSync, readdirSync } from 'node:fs';
 import { chmod, chown, mkdir, readFile, readdir, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import postgres from 'postgres';
+import { memorySettings } from './memory';
 import { freePort, isPortOpen, pidAlive, procName, run, sleep, tail, withLock, type LocalService } from './ports';
 
 // Server settings, passed on the command line at every start (that beats the conf files, so an edit
-// here applies on the next start). Sized for bulk loads on a 2-core / 24 GB machine and still
-// production-safe: fsync, full_page_writes and synchronous_commit keep their crash-safe defaults.
+// here applies on the next start). Memory is sized from the machine's (memory.ts); the rest is for
+// bulk loads and still production-safe: fsync, full_page_writes and synchronous_commit keep their
+// crash-safe defaults.
 const SETTINGS: Record<string, string> = {
-  shared_buffers: '1GB', // the OS page cache holds the rest; more only lengthens checkpoints
+  ...memorySettings(),
   max_wal_size: '8GB', // multi-GB COPYs without checkpoints forced every few seconds
   checkpoint_timeout: '30min', // spreads checkpoint I/O over long imports
   // Full-page images are most of the WAL of a bulk update after each checkpoint (a 25M-row import
@@ -18,8 +20,6 @@ const SETTINGS: Record<string, string> = {
   wal_compression: 'lz4',
   wal_level: 'minimal', // no replicas: COPY into a table created in the same transaction skips WAL
   max_wal_senders: '0', // required by wal_level=minimal
-  work_mem: '64MB', // per sort/hash node: dedupe sorts and hash joins spill less
-  maintenance_work_mem: '1GB', // faster index builds after bulk loads
   max_connections: '200', // API + worker pools + parallel test files
 };
 
