@@ -22,6 +22,10 @@ test('the peak: 15 × the file and the WAL with import B, 7.5 × with A alone, p
     7.5 * 200e6 + 700e6,
   );
   expect(neededBytes({ dataDir: dir, rows, files: [a], importA: false, importB: false })).toBe(0);
+  // A second import of A into another account (gzip, report, fair, mixed after A) adds contacts, not versions.
+  expect(neededBytes({ dataDir: dir, rows, files: [a], importA: true, importB: false, secondImport: true })).toBe(
+    13 * file + 8e9,
+  );
   // The default steps: dba before the imports and mixed after them, each 5 × the file more.
   expect(neededBytes({ dataDir: dir, rows, files: [a, b], importA: true, importB: true, dba: true, mixed: true })).toBe(
     file + 25 * file + 8e9,

@@ -12,6 +12,10 @@
  * (5 GB) and ran out of space with B's merge at 89 %, ~75 GB in use besides the file: 15 × the file
  * + WAL, 83 GB at 25M rows counted at 200 bytes a row.
  * Import A alone peaks at its own dedupe: object + staged rows + merge table + sort ≈ 7.5 × + WAL.
+ * A second import of file A into another account while A's contacts stay (the gzip, report, fair
+ * and mixed steps after A) adds contacts instead of new versions of A's: it peaks at the end of its
+ * merge with A's contacts, its object, its merge table and its own contacts (4.8 + 1 + 2.1 + 4.8 ×),
+ * 13 × + WAL.
  *
  * Two steps add to that peak, measured by the first full run of the default steps (25M rows,
  * 2026-11-26: 77.4 GB free at the start, out of space during import B's merge at 73 %):
@@ -32,6 +36,8 @@ const WAL_BYTES = 8e9;
 const WAL_BYTES_PER_ROW = 700;
 /** The peak with import B, in files (see above). */
 const IMPORT_B_FILES = 15;
+/** The peak with a second import of file A into another account after A, in files (see above). */
+const SECOND_IMPORT_FILES = 13;
 /** The peak with import A alone, in files (see above). */
 const IMPORT_A_FILES = 7.5;
 /** What the dba step adds to the peak, in files (see above). */
@@ -45,7 +51,10 @@ export interface DiskPlan {
   /** file paths the run reads, generated first when missing */
   files: string[];
   importA: boolean;
+  /** import B: file B over A's contacts (or the dba step's B statement) */
   importB: boolean;
+  /** another import of file A into another account while A's contacts stay */
+  secondImport?: boolean;
   /** the dba step runs before the imports (its upserts of A and B into the same contacts table) */
   dba?: boolean;
   /** the mixed step imports file A once more, into another account, after imports A and B */
@@ -59,7 +68,14 @@ export function neededBytes(plan: DiskPlan): number {
   const file = plan.rows * FILE_BYTES_PER_ROW;
   const generated = plan.files.filter((f) => !existsSync(f)).length * file;
   const wal = Math.min(plan.walBytes ?? WAL_BYTES, plan.rows * WAL_BYTES_PER_ROW);
-  const imports = plan.importB ? IMPORT_B_FILES * file + wal : plan.importA ? IMPORT_A_FILES * file + wal : 0;
+  const files = plan.importB
+    ? IMPORT_B_FILES
+    : plan.secondImport
+      ? SECOND_IMPORT_FILES
+      : plan.importA
+        ? IMPORT_A_FILES
+        : 0;
+  const imports = files > 0 ? files * file + wal : 0;
   const extra = imports > 0 ? ((plan.dba ? DBA_FILES : 0) + (plan.mixed ? MIXED_FILES : 0)) * file : 0;
   return generated + imports + extra;
 }

@@ -138,16 +138,16 @@ async function main(): Promise<number> {
     // Only the embedded cluster keeps its data (and the uploaded objects) in the data directory.
     if (!infra.config.databaseUrl) {
       const files = [paths.a, ...(has('b') ? [paths.b] : []), ...(has('report') ? [cleanPath(paths.a)] : [])];
-      // gzip or report after A: A's contacts stay while a second import of A peaks, as when B follows A
-      // (the report step deletes each of its runs' contacts before the next).
-      const second = has('b') || (has('a') && (has('gzip') || has('report') || has('fair') || has('mixed')));
+      // gzip, report, fair or mixed after A: A's contacts stay while a second import of A, into another
+      // account, peaks (the report step deletes each of its runs' contacts before the next).
+      const secondImport = has('a') && (has('gzip') || has('report') || has('fair') || has('mixed'));
       const importA = has('a') || has('gzip') || has('report') || has('fair') || has('dba') || has('mixed');
-      // The dba step loads B over A's contacts like import B, before the imports (its contacts deleted after).
-      const importB = second || (has('dba') && has('b'));
+      // Import B, and the dba step's statement for file B, load B over A's contacts.
+      const importB = has('b');
       // mixed after A alone is the second import above; after A and B it is a third.
       const [dba, mixed] = [has('dba'), has('mixed') && has('b')];
       await checkDiskSpace(
-        { dataDir: infra.config.dataDir, rows: opts.rows, files, importA, importB, dba, mixed },
+        { dataDir: infra.config.dataDir, rows: opts.rows, files, importA, importB, secondImport, dba, mixed },
         log,
       );
     }
