@@ -4,36 +4,21 @@ import { memorySettings } from '../src/embedded/memory';
 
 const GB = 2 ** 30;
 
-test('one node of a 24 GB machine gets the settings the bench measured best', () => {
-  expect(memorySettings(1, 24 * GB)).toEqual({
-    shared_buffers: '1024MB',
-    work_mem: '64MB',
-    maintenance_work_mem: '1024MB',
-  });
-});
+// [why, nodes on the machine, its memory, shared_buffers, work_mem, maintenance_work_mem]
+const cases: [string, number, number, string, string, string][] = [
+  ['one node of a 24 GB machine: what the bench measured best', 1, 24 * GB, '1024MB', '64MB', '1024MB'],
+  ['one node of a 4 GB machine: less of each', 1, 4 * GB, '512MB', '16MB', '170MB'],
+  ['one node of 512 MB: the floors', 1, GB / 2, '128MB', '4MB', '64MB'],
+  ['a Citus coordinator and two workers on 24 GB share it', 3, 24 * GB, '1024MB', '32MB', '341MB'],
+  ['a Citus coordinator and two workers on 6 GB share it', 3, 6 * GB, '256MB', '8MB', '85MB'],
+];
 
-test('a smaller machine gets less of each, never below the floors', () => {
-  expect(memorySettings(1, 4 * GB)).toEqual({
-    shared_buffers: '512MB',
-    work_mem: '16MB',
-    maintenance_work_mem: '170MB',
+for (const [why, nodes, memory, sharedBuffers, workMem, maintenance] of cases) {
+  test(why, () => {
+    expect(memorySettings(nodes, memory)).toEqual({
+      shared_buffers: sharedBuffers,
+      work_mem: workMem,
+      maintenance_work_mem: maintenance,
+    });
   });
-  expect(memorySettings(1, 512 * 2 ** 20)).toEqual({
-    shared_buffers: '128MB',
-    work_mem: '4MB',
-    maintenance_work_mem: '64MB',
-  });
-});
-
-test('nodes of one machine (a Citus coordinator and two workers) share its memory', () => {
-  expect(memorySettings(3, 24 * GB)).toEqual({
-    shared_buffers: '1024MB',
-    work_mem: '32MB',
-    maintenance_work_mem: '341MB',
-  });
-  expect(memorySettings(3, 6 * GB)).toEqual({
-    shared_buffers: '256MB',
-    work_mem: '8MB',
-    maintenance_work_mem: '85MB',
-  });
-});
+}
