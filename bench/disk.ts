@@ -23,7 +23,7 @@
  *   them; it deletes its contacts after, but the table keeps the space and the imports only reuse
  *   part of it (≥ 15.5 × the file was in use at the failure): 5 × more.
  * - mixed after A and B: a second account gets import A's contacts (about 4.8 × the file) while
- *   A's and B's stay: 5 × more (after A alone it is the second import, counted as B is).
+ *   A's and B's stay: 5 × more (after A alone it is the second import of file A above).
  */
 import { existsSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
@@ -68,16 +68,17 @@ export function neededBytes(plan: DiskPlan): number {
   const file = plan.rows * FILE_BYTES_PER_ROW;
   const generated = plan.files.filter((f) => !existsSync(f)).length * file;
   const wal = Math.min(plan.walBytes ?? WAL_BYTES, plan.rows * WAL_BYTES_PER_ROW);
-  const files = plan.importB
-    ? IMPORT_B_FILES
-    : plan.secondImport
-      ? SECOND_IMPORT_FILES
-      : plan.importA
-        ? IMPORT_A_FILES
-        : 0;
-  const imports = files > 0 ? files * file + wal : 0;
-  const extra = imports > 0 ? ((plan.dba ? DBA_FILES : 0) + (plan.mixed ? MIXED_FILES : 0)) * file : 0;
-  return generated + imports + extra;
+  const peak = peakFiles(plan);
+  if (peak === 0) return generated;
+  const extra = (plan.dba ? DBA_FILES : 0) + (plan.mixed ? MIXED_FILES : 0);
+  return generated + (peak + extra) * file + wal;
+}
+
+/** The imports' peak in files, before the dba and mixed steps (see above); 0 when nothing is imported. */
+function peakFiles(plan: DiskPlan): number {
+  if (plan.importB) return IMPORT_B_FILES;
+  if (plan.secondImport) return SECOND_IMPORT_FILES;
+  return plan.importA ? IMPORT_A_FILES : 0;
 }
 
 /** Throws with what to do when the data directory cannot hold the run. */
