@@ -9,7 +9,7 @@ import IORedis from 'ioredis';
 import { ApiLoad, ApiLoadSignal } from '../src/imports/api-load';
 import { importMergeRest } from '../src/metrics/import-pipeline';
 import { runImport } from '../worker/import/index';
-import { PACED_ROWS } from '../worker/import/merge/batch';
+import { PACED_ROWS, UNPACED_ROWS } from '../worker/import/merge/batch';
 import { importBed } from './helpers/import-bed';
 import { stageImport, testConfig } from './helpers/file-store';
 import { createAccount, createAttribute } from './helpers/fixtures';
@@ -79,7 +79,7 @@ describe('the busy signal through Redis', () => {
 describe('a merge while the API is busy', () => {
   const ROWS = 2 * PACED_ROWS + 1_234;
 
-  async function imported(busy: () => boolean, pace: number) {
+  async function imported(busy: () => boolean, pace: number, rows = ROWS) {
     const accountId = await createAccount(bed.db.sql);
     await createAttribute(bed.db.sql, accountId, 'firstName', 'string');
     // A third of the addresses exist already: the batch takes the merge path as well as the insert one.
@@ -87,14 +87,14 @@ describe('a merge while the API is busy', () => {
       insert into contacts (account_id, email_md5, email, attributes, first_source)
       select ${accountId}, md5('p' || n || '@example.com')::uuid, 'p' || n || '@example.com',
              '{"firstName":"Old"}', 'api'
-      from generate_series(0, ${ROWS - 1}, 3) n`;
-    const csv = `Email,firstName\n${Array.from({ length: ROWS }, (_, i) => `p${i}@example.com,New${i}`).join('\n')}\n`;
+      from generate_series(0, ${rows - 1}, 3) n`;
+    const csv = `Email,firstName\n${Array.from({ length: rows }, (_, i) => `p${i}@example.com,New${i}`).join('\n')}\n`;
     const id = await stageImport(bed.db.sql, bed.files.store, accountId, csv, {
       columns: ['email', 'firstName'],
       strategy: 'overwrite',
     });
     const logs: { msg: string; fields: Record<string, unknown> }[] = [];
-    const config = { ...testConfig(ROWS), importPace: pace };
+    const config = { ...testConfig(rows), importPace: pace };
     const log = (msg: string, fields?: object) => logs.push({ msg, fields: (fields ?? {}) as Record<string, unknown> });
     const started = performance.now();
     await runImport({ sql: bed.db.sql, storage: bed.files.store, config, log, apiBusy: busy }, accountId, id);
@@ -149,5 +149,19 @@ describe('a merge while the API is busy', () => {
     expect(batches).toHaveLength(1);
     expect(batches[0]!.pacedPieces).toBeOneOf([1, 2]);
     expect(asked).toBe(1 + (batches[0]!.pacedPieces as number));
+  });
+
+  test('a batch goes in pieces of UNPACED_ROWS when not busy: a load that starts waits one piece', async () => {
+    const rows = 2 * UNPACED_ROWS + 4 * PACED_ROWS;
+    let asked = 0;
+    // Not busy when the first piece is asked about, busy from then on: every row after the first
+    // UNPACED_ROWS is merged in paced pieces, not just those of the batch's second part.
+    const { contacts, batches } = await imported(() => ++asked > 1, 1, rows);
+    expect(contacts).toEqual({ n: rows, fresh: rows });
+    expect(batches).toHaveLength(1);
+    const paced = batches[0]!.pacedPieces as number;
+    // The part boundary may cut one piece short.
+    expect(paced).toBeOneOf([(rows - UNPACED_ROWS) / PACED_ROWS, (rows - UNPACED_ROWS) / PACED_ROWS + 1]);
+    expect(asked).toBe(1 + paced);
   });
 });

@@ -2,6 +2,7 @@ import { batchHoldsAccount } from '../../../src/contacts/write-guard';
 import { advanceMerge } from '../../../src/imports/lifecycle';
 import type { Tx } from '../../../src/db';
 import { mergeBatchLock } from '../../../src/locks';
+import { Pacer } from '../pace';
 import { StagingLostError, type Pipeline } from '../state';
 import type { PartStatements } from './sql-files';
 
@@ -10,13 +11,22 @@ const RACE_RETRIES = 3;
 
 /**
  * Rows of one statement while the API is busy (Pipeline.apiBusy): the batch, still one
- * transaction, goes in pieces this big, each followed by a rest of `pace` times its own time.
- * Measured with bench step `mixed` at 1M rows (another account's GET/POST/PATCH p99 while import
- * A merges, over idle): whole batches ×4.5-6.9; always in pieces of 10,000 with rests of 2×:
- * ×2.1-2.3; of 5,000 with rests of 4×: ×1.7-1.9; so, only while the API says it is busy: ×1.3-1.4,
- * the merge then ~5× slower (bench/README.md, session 9).
+ * transaction, goes in pieces this big, each followed by a rest of `pace` times its own time
+ * (pace.ts). Measured with bench step `mixed` (another account's GET/POST/PATCH p99 while import
+ * A merges, over idle), at 1M rows: whole batches ×4.5-6.9; always in pieces of 10,000 with rests
+ * of 2×: ×2.1-2.3; of 5,000 with rests of 4×: ×1.7-1.9; so, only while the API says it is busy:
+ * ×1.3-1.4, the merge then ~5× slower (bench/README.md, session 9). At 5M rows, with the duplicate
+ * scan paced too, pieces of 1,000 instead of 5,000 (the same rest): ×2.7-2.9 instead of ×3.5-4.1.
+ * The API's commits wait on WAL flushes that carry the merge's WAL before theirs: smaller pieces
+ * make each such flush smaller (session 15).
  */
-export const PACED_ROWS = 5_000;
+export const PACED_ROWS = 1_000;
+
+/**
+ * Rows of one statement while the API is not busy: a batch of more goes in pieces this big, so that
+ * a load that starts meanwhile waits at most one such piece (~0.1-0.2 s) before the batch paces.
+ */
+export const UNPACED_ROWS = 20_000;
 
 /** One part of the merge table: its statements, and where its rows sit in the import's seq. */
 export interface Part {
@@ -188,23 +198,18 @@ async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {
     if (state.checkpoint > lo || (state.checkpoint < lo && previousLo === undefined)) throw new BatchHalted('moved');
 
     const counts: BatchCounts = { rows: 0, added: 0, updated: 0, skipped: 0, events: 0 };
-    const pacing: Pacing = { pieces: 0, restedMs: 0 };
+    const pacer = new Pacer(p);
     for (const { part, from, to } of segmentsOf(m.parts, lo, hi)) {
-      // Whole, unless the API is busy: then in paced pieces, asked again before each.
+      // In pieces of UNPACED_ROWS, or of PACED_ROWS while the API is busy (asked again before each).
       for (let at = from; at < to;) {
-        const paced = p.pace > 0 && p.apiBusy?.() === true;
-        const end = paced ? Math.min(to, at + PACED_ROWS) : to;
-        const started = performance.now();
-        const got = await mergeRange(tx, m, part.statements, at, end);
+        const paced = pacer.busy();
+        const end = Math.min(to, at + (paced ? PACED_ROWS : UNPACED_ROWS));
+        const got = await pacer.piece(paced, () => mergeRange(tx, m, part.statements, at, end));
         for (const k of ['rows', 'added', 'updated', 'skipped', 'events'] as const) counts[k] += Number(got[k]);
         at = end;
-        if (!paced) continue;
-        const rest = Math.round((performance.now() - started) * p.pace);
-        pacing.pieces++;
-        pacing.restedMs += rest;
-        await Bun.sleep(rest);
       }
     }
+    const pacing: Pacing = { pieces: pacer.pieces, restedMs: pacer.restedMs };
     // The merge table may sit on unlogged tables that a PostgreSQL crash empties: never count a
     // batch that read fewer rows than its range holds.
     if (counts.rows < hi - lo) {
