@@ -12,12 +12,14 @@ import { loadConfig, type Config } from '../src/config';
 import { REASONS, type Reason } from '../src/imports/rejections';
 import { LocalStore, rejectedRowsObjectKey } from '../src/storage';
 import { runImport, UnrecoverableImportError } from '../worker/import';
+import { PACED_PAGES } from '../worker/import/rejects';
 import { ReportDraft } from '../worker/import/report';
 import { loadImport } from '../worker/import/state';
 import { sweep } from '../worker/sweep';
 import { expectProblem, type TestApp } from './helpers/app';
 import { uploadBed } from './helpers/upload-bed';
 import { createAccount, createAttribute, createBrand, createKey } from './helpers/fixtures';
+import { testServices } from './helpers/services';
 
 const HEADER = 'Email,Brand,firstName,age,vip,alt,tags';
 const COLUMNS = HEADER.split(',');
@@ -459,6 +461,42 @@ describe('the duplicate rows, found while the merge runs', () => {
       duplicateInFileCount: 2,
       malformedCount: 12,
       addedCount: 3,
+    });
+  });
+
+  test('while the API is busy the scan goes in paced pieces of pages; duplicates pieces apart all found', async () => {
+    const a = await account();
+    // Wide rows (~600 bytes staged), so the staged rows span several pieces of PACED_PAGES; every
+    // 100th email of the first half comes again in the second half, pieces away from its first row.
+    const half = 16 * PACED_PAGES;
+    const wide = 'w'.repeat(250);
+    const email = (i: number) =>
+      i < half ? `e${i}@example.com` : (i - half) % 100 === 0 ? `e${i - half}@example.com` : `u${i}@example.com`;
+    const lines = Array.from({ length: 2 * half }, (_, i) => `${email(i)},,${wide},${i},no,,${'t'.repeat(200)}`);
+    const { id, logs, deps } = await uploaded(a, lines, '5000');
+    const config = { ...deps.config, importPace: 1 };
+    expect(await runImport({ ...deps, config, apiBusy: () => true }, a.id, id)).toBe('ended');
+
+    const scan = logs.find((l) => l.msg === 'import duplicate rows recorded')?.fields;
+    const dups = Array.from({ length: Math.ceil(half / 100) }, (_, k) => k * 100);
+    expect(scan).toMatchObject({ importId: id, rows: dups.length });
+    // 2 × 16 × PACED_PAGES rows of ~600 bytes: 3 pieces of PACED_PAGES pages or more, each rested
+    // after; on a Citus cluster the staged rows are one distributed table, scanned in one piece.
+    const onCluster = (await testServices()).citusWorkers.length > 0;
+    if (onCluster) expect(scan.pacedPieces).toBe(1);
+    else expect(scan.pacedPieces).toBeGreaterThanOrEqual(3);
+    expect(scan.restedMs).toBeGreaterThan(0);
+    const { lines: reported } = await report(a, id);
+    expect(reported.filter((l) => l[1] === 'duplicate_in_file').map((l) => [l[0], l[3]])).toEqual(
+      dups.map((i) => [
+        String(i + 1),
+        `Row ${half + i + 1} has the same email address and was imported instead (the last row of an email wins).`,
+      ]),
+    );
+    expect(await getImport(a, id)).toMatchObject({
+      status: 'success',
+      duplicateInFileCount: dups.length,
+      addedCount: 2 * half - dups.length,
     });
   });
 

@@ -1,3 +1,4 @@
+import { Pacer } from './pace';
 import { recordDuplicates } from './rejects';
 import { hasRows, stagingTables } from './staging';
 import { StagingLostError, type Pipeline } from './state';
@@ -7,7 +8,8 @@ import { StagingLostError, type Pipeline } from './state';
  * this beside its batches; the report's draft waits for it), after which the staged rows it scans
  * are dropped. Beside the dedupe's parts, which keep both cores busy, the scan added 0.2 s to a
  * 1M-row file's import; the merge's backends leave room (they wait on the worker between
- * statements). The dedupe phase keeps the staged rows for it when it dropped rows and the report is on.
+ * statements). Like the batches it gives the API room while the API is busy (pace.ts). The dedupe
+ * phase keeps the staged rows for it when it dropped rows and the report is on.
  *
  * Whether a run recorded them is derived, not stored: the import's duplicateInFileCount (committed
  * by the dedupe) against the `duplicate_in_file` rows of its rejects. recordDuplicates writes them
@@ -30,13 +32,17 @@ export async function recordDuplicatesOnce(p: Pipeline): Promise<number> {
       throw new StagingLostError(`the staged rows of import ${job.id} were lost before its duplicate rows were found`);
     }
     const started = performance.now();
-    written = await recordDuplicates(sql, t, job.accountId);
+    const pacer = new Pacer(p);
+    written = await recordDuplicates(sql, t, job.accountId, pacer);
     if (written !== expected)
       throw new Error(`import ${job.id}: ${written} duplicate rows found, but dedupe dropped ${expected}`);
+    // Paced (the API was busy): how many pieces, and how long the scan rested between them.
+    const paced = pacer.pieces > 0 ? { pacedPieces: pacer.pieces, restedMs: pacer.restedMs } : {};
     p.log('import duplicate rows recorded', {
       importId: job.id,
       rows: written,
       ms: Math.round(performance.now() - started),
+      ...paced,
     });
   }
   await sql.unsafe(`drop table if exists ${t.rows}`);

@@ -37,6 +37,11 @@ export interface StagingTables {
    */
   repeats: string;
   /**
+   * The staged rows whose email is in `repeats`, gathered piece by piece while the duplicate rows
+   * are looked for (rejects.ts: recordDuplicates), and dropped when they are found.
+   */
+  repeatRows: string;
+  /**
    * The rows of the file that were not added or updated, and why (worker/import/rejects.ts).
    * LOGGED, unlike the rest: merge batches add their skipped rows in their own commits, which a
    * crash must not take back. Not dropped with the staging; see dropRejects.
@@ -60,7 +65,13 @@ export function stagingTables(importId: string): StagingTables {
     from: bound(k),
     to: bound(k + 1),
   }));
-  return { rows: `import_rows_${hex}`, parts, repeats: `import_repeats_${hex}`, rejects: `import_rejects_${hex}` };
+  return {
+    rows: `import_rows_${hex}`,
+    parts,
+    repeats: `import_repeats_${hex}`,
+    repeatRows: `import_repeat_rows_${hex}`,
+    rejects: `import_rejects_${hex}`,
+  };
 }
 
 /** `id`, checked to be a uuid: safe to write into SQL text as a literal. */
@@ -77,7 +88,7 @@ function uuidAt(n: bigint): string {
 
 /** Every table name of one import's staging, for `drop table if exists`. */
 function allStagingTables(t: StagingTables): string {
-  return [t.rows, t.repeats, ...t.parts.flatMap((x) => [x.table, x.plan])].join(', ');
+  return [t.rows, t.repeats, t.repeatRows, ...t.parts.flatMap((x) => [x.table, x.plan])].join(', ');
 }
 
 /**
@@ -187,6 +198,21 @@ export function sliceTable(rows: string, i: number): string {
 /** The lower email_md5 bound of slice `i` of `slices` (0 < i < slices): i / slices of the uuid space. */
 function sliceBound(i: number, slices: number): string {
   return uuidAt((BigInt(i) << 128n) / BigInt(slices));
+}
+
+/** One table of staged rows and the email_md5 range it holds, [from, to) (null: open). */
+export interface StagedTable {
+  table: string;
+  from: string | null;
+  to: string | null;
+}
+
+/** The tables that hold the import's staged rows, in email_md5 order: its slices, or the one table. */
+export async function stagedTables(sql: AnySql, rows: string): Promise<StagedTable[]> {
+  const slices = await slicesOf(sql, rows);
+  if (slices === 1) return [{ table: rows, from: null, to: null }];
+  const bound = (i: number) => (i === 0 || i === slices ? null : sliceBound(i, slices));
+  return Array.from({ length: slices }, (_, i) => ({ table: sliceTable(rows, i), from: bound(i), to: bound(i + 1) }));
 }
 
 /** How many slices the import's staging table has: 1 when it is not partitioned (or is missing). */
