@@ -45,7 +45,7 @@ export async function recordDuplicatesOnce(p: Pipeline): Promise<number> {
       ...paced,
     });
   }
-  await sql.unsafe(`drop table if exists ${t.rows}`);
+  await sql.unsafe(`drop table if exists ${t.rows}, ${t.repeatRows}`);
   return written;
 }
 

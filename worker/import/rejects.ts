@@ -112,12 +112,13 @@ const PAGES = 16_384;
  * emails, whose filter still flags about 1% of its emails, costs no scan. Replaces the rows an
  * earlier run recorded, in one commit; returns how many.
  *
- * Two steps. The staged rows of repeated emails are gathered into `repeatRows`, a scan of the staged
- * rows against a hash of the repeats (0.3-1.2 s per 1M rows), in pieces of pages (a TID range
- * scan), table by table, each against only the repeats of its table's email_md5 range; then the
- * window over those few rows finds the duplicates. It runs beside the merge's batches, so it gives
- * the API room as they do (pace.ts): while the API is busy its pieces are small and rested after.
- * On a Citus cluster the staged rows are one distributed table, which a TID range cannot cut: one piece.
+ * Two steps. The staged rows of repeated emails are gathered into `repeatRows` (which the caller
+ * drops with the staged rows): a scan of the staged rows against a hash of the repeats (0.3-1.2 s
+ * per 1M rows), in pieces of pages (a TID range scan), table by table, each against only the
+ * repeats of its table's email_md5 range; then one window over those few rows finds the duplicates.
+ * It runs beside the merge's batches, so it gives the API room as they do (pace.ts): while the API
+ * is busy its pieces are small and rested after. On a Citus cluster the staged rows are one
+ * distributed table, which a TID range cannot cut: one piece.
  */
 export async function recordDuplicates(
   sql: Sql,
@@ -126,6 +127,14 @@ export async function recordDuplicates(
   pacer: Pacer,
 ): Promise<number> {
   const sources = await stagedTables(sql, t.rows);
+  // Made before the scan's transaction, not in it: on a Citus cluster distributing a table takes a
+  // lock that a shard rebalance needs, held to the end of the transaction, and this one lasts as
+  // long as the scan (minutes while paced). Dropped with the staged rows (duplicates.ts).
+  await sql.unsafe(`drop table if exists ${t.repeatRows}`);
+  await sql.unsafe(
+    `create unlogged table ${t.repeatRows} (account_id uuid not null, email_md5 uuid not null, row_no int8 not null)`,
+  );
+  await distributeStaging(sql, t.repeatRows);
   return sql.begin(async (tx) => {
     // The plan of a piece is a hash of the repeats probed by every staged row of its pages. The
     // staged rows' statistics say nothing of a TID range (estimated at one row), which made it a
@@ -133,12 +142,6 @@ export async function recordDuplicates(
     await tx`
       select set_config('enable_nestloop', 'off', true), set_config('enable_mergejoin', 'off', true),
              set_config('jit', 'off', true)`;
-    // Made first: on a cluster a table is distributed before the transaction touches another.
-    await tx.unsafe(`drop table if exists ${t.repeatRows}`);
-    await tx.unsafe(
-      `create unlogged table ${t.repeatRows} (account_id uuid not null, email_md5 uuid not null, row_no int8 not null)`,
-    );
-    await distributeStaging(tx, t.repeatRows);
     await tx.unsafe(`delete from ${t.rejects} where account_id = $1::uuid and reason = 'duplicate_in_file'`, [
       accountId,
     ]);
@@ -154,7 +157,6 @@ export async function recordDuplicates(
        where row_no < last_row`,
       [accountId],
     );
-    await tx.unsafe(`drop table ${t.repeatRows}`);
     return written.count;
   });
 }
