@@ -2,6 +2,7 @@ import { backToRead, dedupeDone } from '../../src/imports/lifecycle';
 import {
   distributeStaging,
   hasRows,
+  md5RangeCondition,
   MERGE_PARTS,
   partSizes,
   sliceTable,
@@ -153,12 +154,7 @@ function partSources(rows: string, part: MergePart, k: number, slices: number): 
     const per = slices / MERGE_PARTS;
     return Array.from({ length: per }, (_, i) => `${sliceTable(rows, k * per + i)} where ${account}`);
   }
-  // Bounds are uuids this code computed (stagingTables), not input.
-  const range = [part.from && `email_md5 >= '${part.from}'`, part.to && `email_md5 < '${part.to}'`]
-    .filter(Boolean)
-    .map((c) => ` and ${c}`)
-    .join('');
-  return [`${rows} where ${account}${range}`];
+  return [`${rows} where ${account}${md5RangeCondition(part.from, part.to)}`];
 }
 
 /**

@@ -2,7 +2,14 @@ import type { AnySql, Sql, Tx } from '../../src/db';
 import { READ_REASONS, type Reason } from '../../src/imports/rejections';
 import { InsertQueue } from './insert-queue';
 import type { Pacer } from './pace';
-import { distributeStaging, stagedTables, uuid, type StagedTable, type StagingTables } from './staging';
+import {
+  distributeStaging,
+  md5RangeCondition,
+  stagedTables,
+  uuid,
+  type StagedTable,
+  type StagingTables,
+} from './staging';
 
 /**
  * The import's rejected rows, for its report (worker/import/report.ts): one row per data row of
@@ -172,11 +179,7 @@ async function gatherRepeatRows(
   const [size] = await tx<{ distributed: boolean; pages: string }[]>`
     select is_distributed(${source.table}::regclass) as distributed,
            pg_relation_size(${source.table}::regclass) / current_setting('block_size')::int8 as pages`;
-  // Bounds are uuids and page numbers this code computed, not input.
-  const range = [source.from && `email_md5 >= '${source.from}'`, source.to && `email_md5 < '${source.to}'`]
-    .filter(Boolean)
-    .map((c) => ` and ${c}`)
-    .join('');
+  const range = md5RangeCondition(source.from, source.to);
   const gather = (pages: string) =>
     tx.unsafe(
       `insert into ${t.repeatRows} (account_id, email_md5, row_no)
@@ -186,6 +189,7 @@ async function gatherRepeatRows(
       [accountId],
     );
   // The read phase is over: the table no longer grows. The last piece is open-ended all the same.
+  // Page numbers are this code's, not input.
   const pages = size!.distributed ? 0 : Number(size!.pages);
   let at = 0;
   do {

@@ -58,12 +58,11 @@ export function stagingTables(importId: string): StagingTables {
   if (!UUID.test(importId)) throw new Error(`import id ${importId} is not a uuid`);
   const hex = importId.replaceAll('-', '').toLowerCase();
   // A part's bounds are slice bounds too: the slices of a part are exactly those between its bounds.
-  const bound = (k: number) => (k === 0 || k === MERGE_PARTS ? null : sliceBound(k, MERGE_PARTS));
   const parts = Array.from({ length: MERGE_PARTS }, (_, k) => ({
     table: `import_merge_${hex}_${k}`,
     plan: `import_plan_${hex}_${k}`,
-    from: bound(k),
-    to: bound(k + 1),
+    from: openBound(k, MERGE_PARTS),
+    to: openBound(k + 1, MERGE_PARTS),
   }));
   return {
     rows: `import_rows_${hex}`,
@@ -211,8 +210,27 @@ export interface StagedTable {
 export async function stagedTables(sql: AnySql, rows: string): Promise<StagedTable[]> {
   const slices = await slicesOf(sql, rows);
   if (slices === 1) return [{ table: rows, from: null, to: null }];
-  const bound = (i: number) => (i === 0 || i === slices ? null : sliceBound(i, slices));
-  return Array.from({ length: slices }, (_, i) => ({ table: sliceTable(rows, i), from: bound(i), to: bound(i + 1) }));
+  return Array.from({ length: slices }, (_, i) => ({
+    table: sliceTable(rows, i),
+    from: openBound(i, slices),
+    to: openBound(i + 1, slices),
+  }));
+}
+
+/** Bound `i` of `n` equal email_md5 ranges as a uuid, null at either end (open). */
+function openBound(i: number, n: number): string | null {
+  return i === 0 || i === n ? null : sliceBound(i, n);
+}
+
+/**
+ * The SQL condition that keeps the email_md5 range [from, to) (null: open), as ` and …` clauses to
+ * append to a WHERE (empty for the whole range). The bounds are uuids this code computed, not input.
+ */
+export function md5RangeCondition(from: string | null, to: string | null): string {
+  return [from && `email_md5 >= '${uuid(from)}'`, to && `email_md5 < '${uuid(to)}'`]
+    .filter(Boolean)
+    .map((c) => ` and ${c}`)
+    .join('');
 }
 
 /** How many slices the import's staging table has: 1 when it is not partitioned (or is missing). */
