@@ -1,6 +1,6 @@
 // The bench's disk check: what it asks for, and that it stops a run that cannot fit.
 import { afterAll, expect, test } from 'bun:test';
-import { mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, rm, statfs, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { checkDiskSpace, neededBytes } from './disk';
@@ -8,7 +8,7 @@ import { checkDiskSpace, neededBytes } from './disk';
 const dir = join(tmpdir(), `bench-disk-${process.pid}`);
 afterAll(() => rm(dir, { recursive: true, force: true }));
 
-test('the peak: 15 × the file and the WAL with import B, 7.5 × with A alone, plus the files to generate', async () => {
+test('the peak: 15 × the file and WAL with import B, 7.5 × with A alone, + files to generate unless lean', async () => {
   await mkdir(dir, { recursive: true });
   const a = join(dir, 'a.csv');
   const b = join(dir, 'b.csv');
@@ -26,13 +26,24 @@ test('the peak: 15 × the file and the WAL with import B, 7.5 × with A alone, p
   expect(neededBytes({ dataDir: dir, rows, files: [a], importA: true, importB: false, secondImport: true })).toBe(
     13 * file + 8e9,
   );
-  // The default steps: dba before the imports and mixed after them, each 5 × the file more.
-  expect(neededBytes({ dataDir: dir, rows, files: [a, b], importA: true, importB: true, dba: true, mixed: true })).toBe(
-    file + 25 * file + 8e9,
+  // The default steps: mixed after the imports adds 5 × the file; the dba step, in its own database
+  // dropped after it, adds nothing.
+  expect(neededBytes({ dataDir: dir, rows, files: [a, b], importA: true, importB: true, mixed: true })).toBe(
+    file + 20 * file + 8e9,
   );
-  expect(neededBytes({ dataDir: dir, rows, files: [a], importA: true, importB: true, dba: false, mixed: true })).toBe(
-    20 * file + 8e9,
+  // Lean (each file deleted after its read): the files already on disk come back before the peak,
+  // and none is generated beside it.
+  expect(neededBytes({ dataDir: dir, rows, files: [a, b], importA: true, importB: true }, { lean: true })).toBe(
+    15 * file + 8e9 - file,
   );
+  // The report step's clean file is kept whatever the disk.
+  const clean = join(dir, 'clean.csv');
+  expect(
+    neededBytes(
+      { dataDir: dir, rows, files: [a], derived: [clean], importA: true, importB: false, secondImport: true },
+      { lean: true },
+    ),
+  ).toBe(file + 13 * file + 8e9 - file);
 });
 
 test('a run that cannot fit stops before it starts, saying how much it needs and how much is free', async () => {
@@ -42,6 +53,38 @@ test('a run that cannot fit stops before it starts, saying how much it needs and
   await expect(checkDiskSpace(huge, (m) => logged.push(m))).rejects.toThrow(
     /not enough disk space in .*: this run needs about [\d.]+ GB .* and [\d.]+ GB are free\. .*--rows N/,
   );
-  await checkDiskSpace({ dataDir: dir, rows: 1000, files: [], importA: false, importB: false }, (m) => logged.push(m));
+  expect(
+    await checkDiskSpace({ dataDir: dir, rows: 1000, files: [], importA: false, importB: false }, (m) =>
+      logged.push(m),
+    ),
+  ).toEqual({ lean: false });
   expect(logged.at(-1)).toMatch(/needs about 0\.0 GB free/);
+});
+
+test('a run whose files do not fit beside its data is lean: it deletes each after its read', async () => {
+  await mkdir(dir, { recursive: true });
+  const fs = await statfs(dir);
+  const free = fs.bavail * fs.bsize;
+  // Files of 1/15.5 of the free space: import B's peak with file B still to generate is 16 of them
+  // (more than is free), lean 15 less file A already on disk, 14 (less than is free).
+  const rows = Math.floor(free / 15.5 / 200);
+  const a = join(dir, 'a-on-disk.csv');
+  await writeFile(a, 'cached');
+  const plan = {
+    dataDir: dir,
+    rows,
+    files: [a, join(dir, 'b-missing.csv')],
+    importA: true,
+    importB: true,
+    walBytes: 0,
+  };
+  expect(neededBytes(plan)).toBe(16 * rows * 200);
+  expect(neededBytes(plan, { lean: true })).toBe(14 * rows * 200);
+  const logged: string[] = [];
+  expect(await checkDiskSpace(plan, (m) => logged.push(m))).toEqual({ lean: true });
+  expect(logged.at(-1)).toMatch(/with each deleted after its read; [\d.]+ GB are free: deleting them/);
+  // The mixed step after both imports: 5 more files, too many even lean.
+  await expect(checkDiskSpace({ ...plan, mixed: true }, (m) => logged.push(m))).rejects.toThrow(
+    /not enough disk space/,
+  );
 });

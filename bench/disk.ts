@@ -17,13 +17,18 @@
  * merge with A's contacts, its object, its merge table and its own contacts (4.8 + 1 + 2.1 + 4.8 ×),
  * 13 × + WAL.
  *
- * Two steps add to that peak, measured by the first full run of the default steps (25M rows,
- * 2026-11-26: 77.4 GB free at the start, out of space during import B's merge at 73 %):
- * - dba: its upserts leave the contacts table as big as A's contacts plus B's new versions of
- *   them; it deletes its contacts after, but the table keeps the space and the imports only reuse
- *   part of it (≥ 15.5 × the file was in use at the failure): 5 × more.
- * - mixed after A and B: a second account gets import A's contacts (about 4.8 × the file) while
- *   A's and B's stay: 5 × more (after A alone it is the second import of file A above).
+ * The dba step runs in a database of its own, dropped after it (bench/dba.ts), so it adds nothing
+ * to the imports' peak; its own peak (its contacts after file B's upserts, the COPY's table of B, the
+ * WAL) is below import B's, which has B's object and merge table besides, and below import A's
+ * without B.
+ * The mixed step after imports A and B adds to the peak, measured by the first full run of the
+ * default steps (25M rows, 2026-11-26): a second account gets import A's contacts (about 4.8 × the
+ * file) while A's and B's stay: 5 × more (after A alone it is the second import of file A above).
+ *
+ * The generated files take space too. When the data directory cannot hold them beside that peak,
+ * the run is lean (files.ts): each file is deleted after a step has read it and generated again
+ * before the next step that reads it, so at the peak no file is on disk, and the files already
+ * there count as space the run gets back.
  */
 import { existsSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
@@ -40,38 +45,42 @@ const IMPORT_B_FILES = 15;
 const SECOND_IMPORT_FILES = 13;
 /** The peak with import A alone, in files (see above). */
 const IMPORT_A_FILES = 7.5;
-/** What the dba step adds to the peak, in files (see above). */
-const DBA_FILES = 5;
 /** What the mixed step adds to the peak, in files (see above). */
 const MIXED_FILES = 5;
 
 export interface DiskPlan {
   dataDir: string;
   rows: number;
-  /** file paths the run reads, generated first when missing */
+  /** the generated files the run reads (files.ts), generated first when missing */
   files: string[];
+  /** files made from them that the run keeps whatever the disk (the report step's clean file) */
+  derived?: string[];
   importA: boolean;
   /** import B: file B over A's contacts (or the dba step's B statement) */
   importB: boolean;
   /** another import of file A into another account while A's contacts stay */
   secondImport?: boolean;
-  /** the dba step runs before the imports (its upserts of A and B into the same contacts table) */
-  dba?: boolean;
   /** the mixed step imports file A once more, into another account, after imports A and B */
   mixed?: boolean;
   /** the WAL kept between checkpoints, when not one embedded PostgreSQL's (a cluster's nodes each keep theirs) */
   walBytes?: number;
 }
 
-/** The bytes the run needs free in `dataDir` at its peak (0 when it imports nothing). */
-export function neededBytes(plan: DiskPlan): number {
+/**
+ * The bytes the run needs free in `dataDir` at its peak (0 when it imports nothing): with the files
+ * kept, the files still to generate and the peak; lean, the peak less the files already on disk,
+ * which the run deletes before it.
+ */
+export function neededBytes(plan: DiskPlan, opts: { lean?: boolean } = {}): number {
   const file = plan.rows * FILE_BYTES_PER_ROW;
-  const generated = plan.files.filter((f) => !existsSync(f)).length * file;
+  const missing = plan.files.filter((f) => !existsSync(f)).length;
+  const derived = (plan.derived ?? []).filter((f) => !existsSync(f)).length * file;
   const wal = Math.min(plan.walBytes ?? WAL_BYTES, plan.rows * WAL_BYTES_PER_ROW);
   const peak = peakFiles(plan);
-  if (peak === 0) return generated;
-  const extra = (plan.dba ? DBA_FILES : 0) + (plan.mixed ? MIXED_FILES : 0);
-  return generated + (peak + extra) * file + wal;
+  if (peak === 0) return derived + (opts.lean ? Math.min(missing, 1) : missing) * file;
+  const data = derived + (peak + (plan.mixed ? MIXED_FILES : 0)) * file + wal;
+  if (!opts.lean) return missing * file + data;
+  return Math.max(file, data - (plan.files.length - missing) * file);
 }
 
 /** The imports' peak in files, before the dba and mixed steps (see above); 0 when nothing is imported. */
@@ -81,18 +90,35 @@ function peakFiles(plan: DiskPlan): number {
   return plan.importA ? IMPORT_A_FILES : 0;
 }
 
-/** Throws with what to do when the data directory cannot hold the run. */
-export async function checkDiskSpace(plan: DiskPlan, log: (m: string) => void): Promise<void> {
-  const need = neededBytes(plan);
+/**
+ * Whether the run keeps its generated files (`lean: false`) or deletes each after its read
+ * (`lean: true`: the files do not fit beside the run's data); throws with what to do when even a
+ * lean run cannot fit.
+ */
+export async function checkDiskSpace(
+  plan: DiskPlan,
+  log: (m: string) => void,
+  opts: { lean?: boolean } = {},
+): Promise<{ lean: boolean }> {
+  const kept = neededBytes(plan);
+  const lean = neededBytes(plan, { lean: true });
   const fs = await statfs(plan.dataDir);
   const free = fs.bavail * fs.bsize;
   const gb = (n: number) => `${(n / 1e9).toFixed(1)} GB`;
-  log(`[bench] disk: the run needs about ${gb(need)} free in ${plan.dataDir} at its peak; ${gb(free)} are free`);
-  if (free < need) {
-    throw new Error(
-      `not enough disk space in ${plan.dataDir}: this run needs about ${gb(need)} at its peak (generated files, ` +
-        `staged rows, the dedupe sort, contacts, WAL) and ${gb(free)} are free. ` +
-        'Free some space, or run fewer rows (--rows N).',
-    );
+  const needs = `the run needs about ${gb(kept)} free in ${plan.dataDir} at its peak`;
+  if (!opts.lean && free >= kept) {
+    log(`[bench] disk: ${needs}; ${gb(free)} are free`);
+    return { lean: false };
   }
+  if (free >= lean) {
+    const why = opts.lean ? 'deleting them (--lean)' : 'deleting them';
+    const leanNeeds = `${gb(lean)} with each deleted after its read`;
+    log(`[bench] disk: ${needs} with its generated files kept, ${leanNeeds}; ${gb(free)} are free: ${why}`);
+    return { lean: true };
+  }
+  throw new Error(
+    `not enough disk space in ${plan.dataDir}: this run needs about ${gb(lean)} at its peak (staged rows, the ` +
+      `dedupe sort, contacts, WAL; ${gb(kept)} with the generated files kept) and ${gb(free)} are free. ` +
+      'Free some space, or run fewer rows (--rows N).',
+  );
 }

@@ -14,6 +14,7 @@ import type { Sql } from '../src/db';
 import { cpuDelta, type CpuSample } from './cpu';
 import type { BenchAccount } from './account';
 import { COLUMNS } from './dataset';
+import type { RunFiles } from './files';
 import type { FileMeta } from './generate';
 import { Progress } from './report';
 import { procKb, readOffset, resetPeakRss } from './services';
@@ -108,6 +109,8 @@ export interface ImportOptions {
   timeoutSeconds: number;
   /** CPU seconds of the processes the import runs on, sampled as it starts, at each phase change and at its end */
   sampleCpu?: () => Promise<CpuSample>;
+  /** the run's generated files: generated again before the upload if a lean run deleted it, deleted after */
+  files?: RunFiles;
 }
 
 async function api<T>(
@@ -181,10 +184,12 @@ export async function runImportFlow(
   const { id, uploadUrl } = created.body;
   const rssReset = await resetPeakRss(ctx.workerPid);
 
+  await opts.files?.ready(file);
   const uploadStarted = performance.now();
   await upload(uploadUrl, file, label);
   const started = performance.now();
   const writesBefore = await pageWrites(ctx.sql);
+  await opts.files?.read(file);
   const uploadSeconds = (started - uploadStarted) / 1000;
 
   const progress = new Progress(`${label} import`, 100, '%');

@@ -1,5 +1,5 @@
 /**
- * `bun run bench [-- --rows N] [--duration S] [--connections C] [--strict]
+ * `bun run bench [-- --rows N] [--duration S] [--connections C] [--strict] [--lean]
  *   [--steps l1,dba,a,b,http,profile,gzip,report,fair] [--citus] [--citus-workers N]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
  * L1, the dba step, import A, import B and the HTTP load (and, when asked for, profile, gzip, report
@@ -13,6 +13,7 @@ import { mkdir } from 'node:fs/promises';
 import { abandonOpenBenchImports, createBenchAccount } from './account';
 import { runDba, type DbaRun } from './dba';
 import { checkDiskSpace } from './disk';
+import { RunFiles } from './files';
 import { fairLine, fairTargets, runFair, type FairRun } from './fair';
 import { generateCsv } from './generate';
 import { gzipFile, runGzipImport, type GzipRun } from './gzip-import';
@@ -69,6 +70,8 @@ function parseArgs(argv: string[]) {
     pollMs: 1000,
     steps: DEFAULT_STEPS,
     strict: false,
+    /** delete each generated file after its read even when the disk could keep it (bench/files.ts) */
+    lean: false,
     /** Citus workers of the cluster side (0: no cluster side) */
     citusWorkers: 0,
   };
@@ -91,6 +94,7 @@ function parseArgs(argv: string[]) {
     else if (flag === '--samples') opts.samples = num(1);
     else if (flag === '--poll-ms') opts.pollMs = num(100);
     else if (flag === '--strict') opts.strict = true;
+    else if (flag === '--lean') opts.lean = true;
     else if (flag === '--citus') opts.citusWorkers ||= 2;
     else if (flag === '--citus-workers') opts.citusWorkers = num(1);
     else if (flag === '--steps') {
@@ -103,7 +107,7 @@ function parseArgs(argv: string[]) {
     } else if (flag === '--help' || flag === '-h') {
       console.error(
         'usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--connections C] [--samples K] ' +
-          `[--poll-ms MS] [--steps ${STEPS.join(',')}] [--strict] [--citus] [--citus-workers N]`,
+          `[--poll-ms MS] [--steps ${STEPS.join(',')}] [--strict] [--lean] [--citus] [--citus-workers N]`,
       );
       process.exit(2);
     } else throw new Error(`unknown flag ${flag} (see --help)`);
@@ -136,8 +140,10 @@ async function main(): Promise<number> {
     await mkdir(dir, { recursive: true });
     const paths = { a: join(dir, `contacts-${opts.rows}-a.csv`), b: join(dir, `contacts-${opts.rows}-b.csv`) };
     // Only the embedded cluster keeps its data (and the uploaded objects) in the data directory.
+    let lean = opts.lean;
     if (!infra.config.databaseUrl) {
-      const files = [paths.a, ...(has('b') ? [paths.b] : []), ...(has('report') ? [cleanPath(paths.a)] : [])];
+      const files = [paths.a, ...(has('b') ? [paths.b] : [])];
+      const derived = has('report') ? [cleanPath(paths.a)] : [];
       // gzip, report, fair or mixed after A: A's contacts stay while a second import of A, into another
       // account, peaks (the report step deletes each of its runs' contacts before the next).
       const secondImport = has('a') && (has('gzip') || has('report') || has('fair') || has('mixed'));
@@ -145,23 +151,31 @@ async function main(): Promise<number> {
       // Import B, and the dba step's statement for file B, load B over A's contacts.
       const importB = has('b');
       // mixed after A alone is the second import above; after A and B it is a third.
-      const [dba, mixed] = [has('dba'), has('mixed') && has('b')];
-      await checkDiskSpace(
-        { dataDir: infra.config.dataDir, rows: opts.rows, files, importA, importB, secondImport, dba, mixed },
-        log,
-      );
+      const mixed = has('mixed') && has('b');
+      const plan = { dataDir: infra.config.dataDir, rows: opts.rows, files, derived, importA, importB, secondImport };
+      lean = (await checkDiskSpace({ ...plan, mixed }, log, { lean })).lean;
     }
     const fileA = await generateCsv(paths.a, opts.rows, 0, log);
     const fileB = has('b') ? await generateCsv(paths.b, opts.rows, 1, log) : undefined;
     const fileGz = has('gzip') ? await gzipFile(fileA, log) : undefined;
     const fileClean = has('report') ? await cleanFile(fileA, log) : undefined;
-    result.files = { a: fileA, b: fileB, gzip: fileGz, clean: fileClean };
+    result.files = { a: fileA, b: fileB, gzip: fileGz, clean: fileClean, lean };
+    const runFiles = new RunFiles(lean, fileB ? [fileA, fileB] : [fileA], log);
 
     let l1: L1Result | undefined;
-    if (has('l1')) result.l1 = l1 = await runL1(infra.sql, fileA);
+    if (has('l1')) {
+      await runFiles.ready(fileA);
+      result.l1 = l1 = await runL1(infra.sql, fileA);
+      await runFiles.read(fileA);
+    }
     let dba: DbaRun | undefined;
-    if (has('dba')) result.dba = dba = await runDba(infra.sql, runId, { a: fileA, b: fileB }, log);
-    const profile = has('profile') ? (result.readProfile = await profileRead(infra.sql, fileA.path, log)) : undefined;
+    if (has('dba')) result.dba = dba = await runDba(infra, runId, { a: fileA, b: fileB }, runFiles, log);
+    let profile: Awaited<ReturnType<typeof profileRead>> | undefined;
+    if (has('profile')) {
+      await runFiles.ready(fileA);
+      result.readProfile = profile = await profileRead(infra.sql, fileA.path, log);
+      await runFiles.read(fileA);
+    }
 
     if (infra.config.databaseUrl) {
       const abandoned = await abandonOpenBenchImports(infra.sql);
@@ -174,7 +188,11 @@ async function main(): Promise<number> {
     const account = await createBenchAccount(infra.sql, runId);
     result.accountId = account.id;
     const ctx = { baseUrl: service.baseUrl, sql: infra.sql, workerPid: service.worker.proc.pid };
-    const importOpts = { pollMs: opts.pollMs, timeoutSeconds: Math.max(600, Math.ceil(opts.rows / 2000)) };
+    const importOpts = {
+      pollMs: opts.pollMs,
+      timeoutSeconds: Math.max(600, Math.ceil(opts.rows / 2000)),
+      files: runFiles,
+    };
     const imports: Record<string, ImportRun> = {};
     const single: DatabaseRun = { label: 'single node', http: [] };
     if (has('a')) {

@@ -24,6 +24,17 @@ export interface Infra {
   logDir: string;
   /** Stops what startInfra started; with `drop`, the embedded database is dropped first (its disk given back). */
   stop(opts?: { drop?: boolean }): Promise<void>;
+  /**
+   * A second database on the embedded single node, migrated like the first, for a step whose data
+   * must not stay (the dba step): dropped by `drop`, which gives its disk back at once. Undefined
+   * on a configured database (the bench creates no databases there) and on a cluster.
+   */
+  scratch?: (suffix: string) => Promise<ScratchDatabase>;
+}
+
+export interface ScratchDatabase {
+  sql: Sql;
+  drop(): Promise<void>;
 }
 
 /**
@@ -68,11 +79,47 @@ export async function startInfra(log: (m: string) => void, opts: { citusWorkers?
         if (opts.drop && !config.databaseUrl) await recreateDatabase(db.url, say, { create: false });
         for (const s of started.reverse()) await s.stop().catch((e) => say(`stop failed: ${e}`));
       },
+      scratch: config.databaseUrl || opts.citusWorkers ? undefined : (suffix) => scratchDatabase(db.url, suffix, say),
     };
   } catch (e) {
     for (const s of started.reverse()) await s.stop().catch(() => {});
     throw e;
   }
+}
+
+async function scratchDatabase(url: string, suffix: string, say: (m: string) => void): Promise<ScratchDatabase> {
+  const u = new URL(url);
+  const name = `${u.pathname.slice(1)}_${suffix}`;
+  u.pathname = `/${name}`;
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const recreate = async (create: boolean) => {
+    const a = connect(admin.toString(), 1);
+    try {
+      await a.unsafe(`drop database if exists "${name}" with (force)`);
+      if (create) await a.unsafe(`create database "${name}"`);
+    } finally {
+      await a.end({ timeout: 5 });
+    }
+  };
+  say(`creating database ${name}`);
+  await recreate(true);
+  const sql = connect(u.toString(), 4);
+  try {
+    await migrate(sql, () => {});
+  } catch (e) {
+    await sql.end({ timeout: 5 }).catch(() => {});
+    await recreate(false);
+    throw e;
+  }
+  return {
+    sql,
+    async drop() {
+      await sql.end({ timeout: 5 }).catch(() => {});
+      await recreate(false);
+      say(`dropped database ${name}`);
+    },
+  };
 }
 
 /**
