@@ -13,7 +13,7 @@
  * + WAL, 83 GB at 25M rows counted at 200 bytes a row.
  * Import A alone peaks at its own dedupe: object + staged rows + merge table + sort ≈ 7.5 × + WAL.
  * A second import of file A into another account while A's contacts stay (the gzip, report, fair
- * and mixed steps after A) adds contacts instead of new versions of A's: it peaks at the end of its
+ * steps after A) adds contacts instead of new versions of A's: it peaks at the end of its
  * merge with A's contacts, its object, its merge table and its own contacts (4.8 + 1 + 2.1 + 4.8 ×),
  * 13 × + WAL.
  *
@@ -21,9 +21,9 @@
  * to the imports' peak; its own peak (its contacts after file B's upserts, the COPY's table of B, the
  * WAL) is below import B's, which has B's object and merge table besides, and below import A's
  * without B.
- * The mixed step after imports A and B adds to the peak, measured by the first full run of the
- * default steps (25M rows, 2026-11-26): a second account gets import A's contacts (about 4.8 × the
- * file) while A's and B's stay: 5 × more (after A alone it is the second import of file A above).
+ * The mixed step drops the run's contacts before its import of file A into another account
+ * (bench/index.ts), which then peaks like import A alone: it adds nothing either. (When it did not,
+ * its import added a third set of contacts beside A's and B's: 5 × more, 108 GB for the default steps.)
  *
  * The generated files take space too. When the data directory cannot hold them beside that peak,
  * the run is lean (files.ts): each file is deleted after a step has read it and generated again
@@ -45,8 +45,6 @@ const IMPORT_B_FILES = 15;
 const SECOND_IMPORT_FILES = 13;
 /** The peak with import A alone, in files (see above). */
 const IMPORT_A_FILES = 7.5;
-/** What the mixed step adds to the peak, in files (see above). */
-const MIXED_FILES = 5;
 
 export interface DiskPlan {
   dataDir: string;
@@ -60,8 +58,6 @@ export interface DiskPlan {
   importB: boolean;
   /** another import of file A into another account while A's contacts stay */
   secondImport?: boolean;
-  /** the mixed step imports file A once more, into another account, after imports A and B */
-  mixed?: boolean;
   /** the WAL kept between checkpoints, when not one embedded PostgreSQL's (a cluster's nodes each keep theirs) */
   walBytes?: number;
 }
@@ -78,12 +74,12 @@ export function neededBytes(plan: DiskPlan, opts: { lean?: boolean } = {}): numb
   const wal = Math.min(plan.walBytes ?? WAL_BYTES, plan.rows * WAL_BYTES_PER_ROW);
   const peak = peakFiles(plan);
   if (peak === 0) return derived + (opts.lean ? Math.min(missing, 1) : missing) * file;
-  const data = derived + (peak + (plan.mixed ? MIXED_FILES : 0)) * file + wal;
+  const data = derived + peak * file + wal;
   if (!opts.lean) return missing * file + data;
   return Math.max(file, data - (plan.files.length - missing) * file);
 }
 
-/** The imports' peak in files, before the dba and mixed steps (see above); 0 when nothing is imported. */
+/** The imports' peak in files (see above); 0 when nothing is imported. */
 function peakFiles(plan: DiskPlan): number {
   if (plan.importB) return IMPORT_B_FILES;
   if (plan.secondImport) return SECOND_IMPORT_FILES;
