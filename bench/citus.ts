@@ -6,6 +6,7 @@
  * (bench/README.md). The cluster is started from an empty database and stopped at the end.
  */
 import { createBenchAccount } from './account';
+import type { DbaRun } from './dba';
 import { checkDiskSpace } from './disk';
 import type { FileMeta } from './generate';
 import type { HttpOptions } from './http';
@@ -19,6 +20,9 @@ export interface DatabaseRun {
   /** `single node`, or `citus 1+2` (the coordinator and 2 workers) */
   label: string;
   importA?: ImportRun;
+  /** import B (the single node only), and the dba step's files, for the CPU table */
+  importB?: ImportRun;
+  dba?: DbaRun;
   http: HttpRow[];
   /** the contacts after import A */
   storage?: ContactStorage;

@@ -16,6 +16,7 @@ import { createReadStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import type { Sql } from '../src/db';
 import { createBenchAccount, dropAccountContacts } from './account';
+import { cpuDelta, databaseProbes, sampleCpu, type CpuProbe, type CpuSample } from './cpu';
 import { COLUMNS } from './dataset';
 import type { RunFiles } from './files';
 import type { FileMeta } from './generate';
@@ -32,6 +33,8 @@ export interface DbaFileRun {
   upsertSeconds: number;
   /** contacts the upsert inserted or updated */
   upserted: number;
+  /** the PostgreSQL server's CPU seconds (user + system, backends included) in the COPY and in the upsert */
+  cpu?: { copy: CpuSample; upsert: CpuSample };
 }
 
 export interface DbaRun {
@@ -49,12 +52,15 @@ export async function runDba(
 ): Promise<DbaRun> {
   const scratch = await infra.scratch?.('dba');
   const sql = scratch?.sql ?? infra.sql;
+  // The same server whichever database: its CPU, for what a row costs the peer against the import.
+  const probes = await databaseProbes(infra.databaseUrl);
+  const ctx = { sql, runFiles, probes, log };
   try {
     const account = await createBenchAccount(sql, `${runId} dba`);
     try {
-      const a = await loadFile(sql, account.id, files.a, 'A', runFiles, log);
+      const a = await loadFile(ctx, account.id, files.a, 'A');
       await expectContacts(sql, account.id, files.a.normal, 'after file A');
-      const b = files.b ? await loadFile(sql, account.id, files.b, 'B', runFiles, log) : undefined;
+      const b = files.b ? await loadFile(ctx, account.id, files.b, 'B') : undefined;
       if (files.b) await expectContacts(sql, account.id, files.b.normal, 'after file B');
       return { accountId: account.id, a, b };
     } finally {
@@ -66,13 +72,18 @@ export async function runDba(
   }
 }
 
+interface LoadContext {
+  sql: Sql;
+  runFiles: RunFiles;
+  probes: CpuProbe[];
+  log: (m: string) => void;
+}
+
 async function loadFile(
-  sql: Sql,
+  { sql, runFiles, probes, log }: LoadContext,
   accountId: string,
   file: FileMeta,
   name: 'A' | 'B',
-  runFiles: RunFiles,
-  log: (m: string) => void,
 ): Promise<DbaFileRun> {
   const columns = COLUMNS.map((c) => c.toLowerCase());
   await sql.unsafe(`drop table if exists ${TABLE}`);
@@ -82,6 +93,7 @@ async function loadFile(
   await sql.unsafe(`create unlogged table ${TABLE} (row_no bigint generated always as identity, ${text})`);
   await runFiles.ready(file);
   log(`[dba] file ${name}: COPY, then the upsert`);
+  const cpuStart = await sampleCpu(probes);
   const started = performance.now();
   const writable = await sql
     // An empty cell as '' rather than NULL, so the statement's checks need no null case.
@@ -89,6 +101,7 @@ async function loadFile(
     .writable();
   await pipeline(createReadStream(file.path, { highWaterMark: 1 << 20 }), writable);
   const copied = performance.now();
+  const cpuCopied = await sampleCpu(probes);
   // Not timed: a lean run deletes the file here, before the upsert's data peaks (bench/files.ts).
   await runFiles.read(file);
   const resumed = performance.now();
@@ -97,6 +110,7 @@ async function loadFile(
     return tx.unsafe(UPSERT, [accountId]);
   });
   const done = performance.now();
+  const cpuDone = await sampleCpu(probes);
   const upserted = result.count;
   if (upserted !== file.normal)
     throw new Error(`dba file ${name}: the upsert wrote ${upserted} contacts, the file has ${file.normal} good emails`);
@@ -106,6 +120,7 @@ async function loadFile(
     copySeconds: (copied - started) / 1000,
     upsertSeconds: (done - resumed) / 1000,
     upserted,
+    cpu: probes.length ? { copy: cpuDelta(cpuStart, cpuCopied), upsert: cpuDelta(cpuCopied, cpuDone) } : undefined,
   };
   log(`[dba] file ${name}: ${run.seconds.toFixed(2)} s (COPY ${run.copySeconds.toFixed(2)} s), ${upserted} contacts`);
   return run;

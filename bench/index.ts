@@ -193,7 +193,7 @@ async function main(): Promise<number> {
       files: runFiles,
     };
     const imports: Record<string, ImportRun> = {};
-    const single: DatabaseRun = { label: 'single node', http: [] };
+    const single: DatabaseRun = { label: 'single node', http: [], dba };
     if (has('a')) {
       imports.a = single.importA = await importA(
         ctx,
@@ -205,10 +205,10 @@ async function main(): Promise<number> {
       if (opts.citusWorkers) single.storage = await contactStorage(infra.sql);
     }
     if (has('b') && fileB) {
-      const run = (imports.b = await runImportFlow(ctx, account, fileB, 'import B', {
-        ...importOpts,
-        strategy: 'overwrite',
-      }));
+      const run =
+        (imports.b =
+        single.importB =
+          await runImportFlow(ctx, account, fileB, 'import B', { ...importOpts, strategy: 'overwrite', sampleCpu }));
       await checkImport(ctx, account, fileB, run.view, {
         label: 'import B',
         mode: 'updated',
@@ -347,7 +347,8 @@ async function main(): Promise<number> {
     if (http.length) console.log(`${httpTable(http)}\n`);
     if (mixed) console.log(`${mixedTable(mixed)}\n`);
     if (citus) console.log(`${sideBySide(single, citus, fileA)}\n`);
-    else if (single.importA?.cpu || http.some((h) => h.cpuMsPerRequest)) console.log(`${cpuTable([single], fileA)}\n`);
+    else if (single.importA?.cpu || single.dba || http.some((h) => h.cpuMsPerRequest))
+      console.log(`${cpuTable([single], fileA)}\n`);
     for (const t of targets) console.log(`${t.pass ? 'PASS' : 'MISS'}  ${t.name}: ${t.value} (target ${t.target})`);
     result.verification = 'passed';
     const checked = [

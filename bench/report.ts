@@ -267,11 +267,23 @@ const bytesPer = (r: DatabaseRun) => (r.storage?.contacts ? r.storage.bytes / r.
 /** What each process tree's CPU did per 1M imported rows (each import phase) and per answered request. */
 export function cpuTable(runs: DatabaseRun[], fileA: FileMeta): string {
   const lines: { name: string; cpu: Record<string, number> }[] = [];
+  const perM = (cpu: Record<string, number>) =>
+    Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, (v * 1e6) / fileA.rows]));
   for (const r of runs) {
-    for (const p of r.importA?.cpu ?? []) {
-      const perM = Object.fromEntries(Object.entries(p.cpu).map(([k, v]) => [k, (v * 1e6) / fileA.rows]));
-      lines.push({ name: `${r.label}: import A ${p.phase}, s per 1M rows`, cpu: perM });
+    for (const [key, d] of [
+      ['A', r.dba?.a],
+      ['B', r.dba?.b],
+    ] as const) {
+      if (!d?.cpu) continue;
+      lines.push({ name: `${r.label}: dba ${key} COPY, s per 1M rows`, cpu: perM(d.cpu.copy) });
+      lines.push({ name: `${r.label}: dba ${key} upsert, s per 1M rows`, cpu: perM(d.cpu.upsert) });
     }
+    for (const [key, run] of [
+      ['A', r.importA],
+      ['B', r.importB],
+    ] as const)
+      for (const p of run?.cpu ?? [])
+        lines.push({ name: `${r.label}: import ${key} ${p.phase}, s per 1M rows`, cpu: perM(p.cpu) });
     for (const h of r.http)
       if (h.cpuMsPerRequest)
         lines.push({ name: `${r.label}: ${h.scenario} ${h.target}, ms per request`, cpu: h.cpuMsPerRequest });
