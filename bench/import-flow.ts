@@ -169,6 +169,9 @@ export async function runImportFlow(
   label: string,
   opts: ImportOptions,
 ): Promise<ImportRun> {
+  // Before the import exists: a lean run may generate the file again first (a minute at 25M rows),
+  // which an open import's upload link should not wait for.
+  await opts.files?.ready(file);
   const created = await api<{ id: string; uploadUrl: string }>(
     ctx.baseUrl,
     account.key,
@@ -184,7 +187,6 @@ export async function runImportFlow(
   const { id, uploadUrl } = created.body;
   const rssReset = await resetPeakRss(ctx.workerPid);
 
-  await opts.files?.ready(file);
   const uploadStarted = performance.now();
   await upload(uploadUrl, file, label);
   const started = performance.now();
