@@ -3,7 +3,7 @@ import { afterAll, expect, test } from 'bun:test';
 import { mkdir, rm, statfs, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { checkDiskSpace, neededBytes } from './disk';
+import { checkDiskSpace, neededBytes, walOnDisk } from './disk';
 
 const dir = join(tmpdir(), `bench-disk-${process.pid}`);
 afterAll(() => rm(dir, { recursive: true, force: true }));
@@ -19,6 +19,13 @@ test('the peak: 15 × the file and WAL with import B, 7.5 × with A alone, + fil
   // step drops the imports' contacts before its own, so neither adds to import B's peak.
   expect(neededBytes({ dataDir: dir, rows, files: [a, b], importA: true, importB: true })).toBe(file + 15 * file + 8e9);
   expect(neededBytes({ dataDir: dir, rows, files: [a], importA: true, importB: false })).toBe(7.5 * file + 8e9);
+  // WAL segments an earlier run left in pg_wal are recycled, not added to.
+  expect(neededBytes({ dataDir: dir, rows, files: [a], importA: true, importB: false, walOnDisk: 3e9 })).toBe(
+    7.5 * file + 5e9,
+  );
+  expect(neededBytes({ dataDir: dir, rows, files: [a], importA: true, importB: false, walOnDisk: 9e9 })).toBe(
+    7.5 * file,
+  );
   // A small run writes less WAL than max_wal_size lets it keep.
   expect(neededBytes({ dataDir: dir, rows: 1_000_000, files: [a], importA: true, importB: false })).toBe(
     7.5 * 200e6 + 700e6,
@@ -85,4 +92,14 @@ test('a run whose files do not fit beside its data is lean: it deletes each afte
   await expect(checkDiskSpace({ ...plan, rows: rows * 2 }, (m) => logged.push(m))).rejects.toThrow(
     /not enough disk space/,
   );
+});
+
+test("the WAL on disk: the segments in the embedded server's pg_wal, nothing else", async () => {
+  const data = join(dir, 'wal-data');
+  expect(await walOnDisk(data)).toBe(0);
+  await mkdir(join(data, 'postgres', 'pg_wal', 'archive_status'), { recursive: true });
+  await writeFile(join(data, 'postgres', 'pg_wal', '000000010000000000000001'), Buffer.alloc(4096));
+  await writeFile(join(data, 'postgres', 'pg_wal', '000000010000000000000002'), Buffer.alloc(1024));
+  await writeFile(join(data, 'postgres', 'pg_wal', '00000002.history'), 'x');
+  expect(await walOnDisk(data)).toBe(5120);
 });

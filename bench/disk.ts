@@ -31,7 +31,8 @@
  * there count as space the run gets back.
  */
 import { existsSync } from 'node:fs';
-import { statfs } from 'node:fs/promises';
+import { readdir, stat, statfs } from 'node:fs/promises';
+import { join } from 'node:path';
 
 /** Bytes per row of the generated files (A 188, B 198 on the bench's generator). */
 const FILE_BYTES_PER_ROW = 200;
@@ -60,6 +61,11 @@ export interface DiskPlan {
   secondImport?: boolean;
   /** the WAL kept between checkpoints, when not one embedded PostgreSQL's (a cluster's nodes each keep theirs) */
   walBytes?: number;
+  /**
+   * WAL segments already in the embedded server's pg_wal (walOnDisk): an earlier run's, which the
+   * server recycles rather than adds to, so they count against the WAL the run needs.
+   */
+  walOnDisk?: number;
 }
 
 /**
@@ -71,7 +77,7 @@ export function neededBytes(plan: DiskPlan, opts: { lean?: boolean } = {}): numb
   const file = plan.rows * FILE_BYTES_PER_ROW;
   const missing = plan.files.filter((f) => !existsSync(f)).length;
   const derived = (plan.derived ?? []).filter((f) => !existsSync(f)).length * file;
-  const wal = Math.min(plan.walBytes ?? WAL_BYTES, plan.rows * WAL_BYTES_PER_ROW);
+  const wal = Math.max(0, Math.min(plan.walBytes ?? WAL_BYTES, plan.rows * WAL_BYTES_PER_ROW) - (plan.walOnDisk ?? 0));
   const peak = peakFiles(plan);
   if (peak === 0) return derived + (opts.lean ? Math.min(missing, 1) : missing) * file;
   const data = derived + peak * file + wal;
@@ -117,4 +123,24 @@ export async function checkDiskSpace(
       `dedupe sort, contacts, WAL; ${gb(kept)} with the generated files kept) and ${gb(free)} are free. ` +
       'Free some space, or run fewer rows (--rows N).',
   );
+}
+
+/**
+ * Bytes of WAL segments in the embedded single node's pg_wal under `dataDir` (0 when there is none):
+ * after a big run it holds up to max_wal_size of recycled segments, which the next run reuses.
+ */
+export async function walOnDisk(dataDir: string): Promise<number> {
+  const dir = join(dataDir, 'postgres', 'pg_wal');
+  const names = await readdir(dir).catch(() => [] as string[]);
+  const sizes = await Promise.all(
+    names
+      .filter((n) => /^[0-9A-F]{24}$/.test(n))
+      .map((n) =>
+        stat(join(dir, n)).then(
+          (s) => s.size,
+          () => 0,
+        ),
+      ),
+  );
+  return sizes.reduce((a, b) => a + b, 0);
 }

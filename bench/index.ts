@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { mkdir } from 'node:fs/promises';
 import { abandonOpenBenchImports, createBenchAccount, dropAccountContacts } from './account';
 import { runDba, type DbaRun } from './dba';
-import { checkDiskSpace } from './disk';
+import { checkDiskSpace, walOnDisk } from './disk';
 import { RunFiles } from './files';
 import { fairLine, fairTargets, runFair, type FairRun } from './fair';
 import { generateCsv } from './generate';
@@ -151,7 +151,9 @@ async function main(): Promise<number> {
       const importA = has('a') || has('gzip') || has('report') || has('fair') || has('dba') || has('mixed');
       // Import B, and the dba step's statement for file B, load B over A's contacts.
       const importB = has('b');
-      const plan = { dataDir: infra.config.dataDir, rows: opts.rows, files, derived, importA, importB, secondImport };
+      const dataDir = infra.config.dataDir;
+      const walSegments = await walOnDisk(dataDir);
+      const plan = { dataDir, rows: opts.rows, files, derived, importA, importB, secondImport, walOnDisk: walSegments };
       lean = (await checkDiskSpace(plan, log, { lean })).lean;
     }
     const fileA = await generateCsv(paths.a, opts.rows, 0, log);
