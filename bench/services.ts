@@ -93,15 +93,7 @@ async function scratchDatabase(url: string, suffix: string, say: (m: string) => 
   u.pathname = `/${name}`;
   const admin = new URL(url);
   admin.pathname = '/postgres';
-  const recreate = async (create: boolean) => {
-    const a = connect(admin.toString(), 1);
-    try {
-      await a.unsafe(`drop database if exists "${name}" with (force)`);
-      if (create) await a.unsafe(`create database "${name}"`);
-    } finally {
-      await a.end({ timeout: 5 });
-    }
-  };
+  const recreate = (create: boolean) => dropAndCreate(admin.toString(), name, create);
   say(`creating database ${name}`);
   await recreate(true);
   const sql = connect(u.toString(), 4);
@@ -133,15 +125,7 @@ async function recreateDatabase(url: string, say: (m: string) => void, opts: { c
   coordinator.pathname = '/postgres';
   const nodes = workers.length ? ` on the coordinator and ${workers.length} workers` : '';
   say(`${opts.create ? 'recreating' : 'dropping'} database ${name}${nodes}`);
-  for (const node of [coordinator.toString(), ...workers]) {
-    const admin = connect(node, 1);
-    try {
-      await admin.unsafe(`drop database if exists "${name}" with (force)`);
-      if (opts.create) await admin.unsafe(`create database "${name}"`);
-    } finally {
-      await admin.end({ timeout: 5 });
-    }
-  }
+  for (const node of [coordinator.toString(), ...workers]) await dropAndCreate(node, name, opts.create);
   const port = (u: string) => Number(new URL(u).port);
   if (opts.create && workers.length) await formCluster(port(url), workers.map(port), say, name);
 }
@@ -320,4 +304,15 @@ export async function resetPeakRss(pid: number): Promise<boolean> {
     () => true,
     () => false,
   );
+}
+
+/** Drops database `name` on the server of `adminUrl` (a maintenance database), and with `create` makes it anew. */
+async function dropAndCreate(adminUrl: string, name: string, create: boolean): Promise<void> {
+  const admin = connect(adminUrl, 1);
+  try {
+    await admin.unsafe(`drop database if exists "${name}" with (force)`);
+    if (create) await admin.unsafe(`create database "${name}"`);
+  } finally {
+    await admin.end({ timeout: 5 });
+  }
 }
