@@ -49,6 +49,7 @@ export async function mergePhase(p: Pipeline, merge: MergeProgress): Promise<Ste
       offset,
       size,
       statements: await partStatements({ merge: part.table, plan: part.plan, rejects: t.rejects }),
+      plan: part.plan,
     });
     offset += size;
   }

@@ -34,6 +34,8 @@ export interface Part {
   offset: number;
   size: number;
   statements: PartStatements;
+  /** its plan table (merge-batch.sql), which the batches that plan rows of it write and empty */
+  plan: string;
 }
 
 /** One import's merge: the rows it merges and the parts they sit in. */
@@ -77,7 +79,8 @@ export interface Pacing {
  * checkpoint is not where it expected.
  */
 export type Outcome =
-  { hi: number; percentComplete: number; counts: BatchCounts; pacing: Pacing } | { halt: 'stop' | 'moved' };
+  | { hi: number; percentComplete: number; counts: BatchCounts; pacing: Pacing; plans: string[] }
+  | { halt: 'stop' | 'moved' };
 
 /** Thrown inside a batch's transaction to roll it back and report the outcome. */
 class BatchHalted extends Error {
@@ -129,7 +132,7 @@ async function mergeRange(
   statements: PartStatements,
   from: number,
   to: number,
-): Promise<BatchCounts> {
+): Promise<BatchCounts & { planned: boolean }> {
   const { job } = m.p;
   const range = [job.accountId, from, to];
   const run = <T extends object>(statement: string, params: unknown[]) =>
@@ -145,7 +148,7 @@ async function mergeRange(
   if (!probe!.clash) {
     const { insert } = statements;
     const added = (await run(insert.insert, [...range, job.id, job.method])).count;
-    return { rows: added, added, updated: 0, skipped: 0, events: await events(insert.events) };
+    return { rows: added, added, updated: 0, skipped: 0, events: await events(insert.events), planned: false };
   }
   const { merge } = statements;
   await run(merge.plan, [...range, job.strategy, job.overwriteBrands, job.restoreDisabled]);
@@ -166,7 +169,7 @@ async function mergeRange(
       `import ${job.id}: a merge batch wrote ${written} contacts, planned ${counts.added} + ${counts.updated}`,
     );
   }
-  return { ...counts, events: published };
+  return { ...counts, events: published, planned: true };
 }
 
 async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {
@@ -199,6 +202,7 @@ async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {
 
     const counts: BatchCounts = { rows: 0, added: 0, updated: 0, skipped: 0, events: 0 };
     const pacer = new Pacer(p);
+    const plans = new Set<string>();
     for (const { part, from, to } of segmentsOf(m.parts, lo, hi)) {
       // In pieces of UNPACED_ROWS, or of PACED_ROWS while the API is busy (asked again before each).
       for (let at = from; at < to;) {
@@ -206,6 +210,7 @@ async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {
         const end = Math.min(to, at + (paced ? PACED_ROWS : UNPACED_ROWS));
         const got = await pacer.piece(paced, () => mergeRange(tx, m, part.statements, at, end));
         for (const k of ['rows', 'added', 'updated', 'skipped', 'events'] as const) counts[k] += Number(got[k]);
+        if (got.planned) plans.add(part.plan);
         at = end;
       }
     }
@@ -235,6 +240,6 @@ async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {
         where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
       throw new BatchHalted(now?.running ? 'moved' : 'stop');
     }
-    return { hi, percentComplete, counts, pacing };
+    return { hi, percentComplete, counts, pacing, plans: [...plans] };
   })) as Outcome;
 }

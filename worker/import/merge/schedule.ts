@@ -1,6 +1,7 @@
 import { MERGE_ROWS_PER_SECOND } from '../../../src/imports/retry-after';
 import { countMerged, importMergeRest } from '../../../src/metrics/import-pipeline';
 import { runBatch, type Merge, type Outcome } from './batch';
+import { PlanVacuum } from './plan-vacuum';
 
 /**
  * The pipeline of batches from the committed `checkpoint` to the end: seq ranges of `batchSize`
@@ -23,6 +24,21 @@ export async function mergeBatches(
   m: Merge,
   checkpoint: number,
   concurrency: number,
+): Promise<'merged' | 'stopped' | 'yielded'> {
+  // Each committed batch's plan tables vacuumed beside the next batches, all done before this returns.
+  const vacuum = new PlanVacuum(m.p);
+  try {
+    return await runBatches(m, checkpoint, concurrency, vacuum);
+  } finally {
+    await vacuum.settled();
+  }
+}
+
+async function runBatches(
+  m: Merge,
+  checkpoint: number,
+  concurrency: number,
+  vacuum: PlanVacuum,
 ): Promise<'merged' | 'stopped' | 'yielded'> {
   const { p, rowCount } = m;
   const { job } = p;
@@ -70,7 +86,8 @@ export async function mergeBatches(
         break;
       }
       done = outcome.hi;
-      const { percentComplete, counts, pacing } = outcome;
+      const { percentComplete, counts, pacing, plans } = outcome;
+      vacuum.after(plans);
       countMerged(counts);
       importMergeRest.inc(pacing.restedMs / 1000);
       // Paced (the API was busy): how many pieces, and how long the batch rested between them.
