@@ -7,6 +7,7 @@ import {
   partSizes,
   sliceTable,
   slicesOf,
+  STAGING_STORAGE,
   stagingTables,
   type MergePart,
   type StagingTables,
@@ -117,7 +118,7 @@ async function buildPart(p: Pipeline, part: MergePart, sources: string[]): Promi
       create unlogged table ${part.table} (
         account_id uuid not null, seq int8 not null, email_md5 uuid not null, row_no int8 not null,
         email text not null, attributes jsonb not null, brand_ids uuid[] not null, attribute_count int2 not null
-      )`);
+      ) ${STAGING_STORAGE}`);
     await distributeStaging(tx, part.table);
     // Sources follow email_md5 order, so numbering each on from the rows before it numbers the part.
     let count = 0;

@@ -6,6 +6,7 @@ import {
   distributeStaging,
   md5RangeCondition,
   stagedTables,
+  STAGING_STORAGE,
   uuid,
   type StagedTable,
   type StagingTables,
@@ -139,7 +140,8 @@ export async function recordDuplicates(
   // long as the scan (minutes while paced). Dropped with the staged rows (duplicates.ts).
   await sql.unsafe(`drop table if exists ${t.repeatRows}`);
   await sql.unsafe(
-    `create unlogged table ${t.repeatRows} (account_id uuid not null, email_md5 uuid not null, row_no int8 not null)`,
+    `create unlogged table ${t.repeatRows} (account_id uuid not null, email_md5 uuid not null, row_no int8 not null)
+     ${STAGING_STORAGE}`,
   );
   await distributeStaging(sql, t.repeatRows);
   return sql.begin(async (tx) => {

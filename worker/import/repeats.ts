@@ -1,6 +1,7 @@
 import type { Sql } from '../../src/db';
 import { InsertQueue } from './insert-queue';
 import { FLUSH_ROWS } from './rejects';
+import { STAGING_STORAGE } from './staging';
 
 /** Bits set per email; with ~13 bits per email (expectedRows' margin) about 0.5-1% false repeats. */
 const HASHES = 4;
@@ -119,5 +120,5 @@ function hex32(s: string, at: number): number {
 
 /** DDL of the repeats table: UNLOGGED like the staged rows it points into, and rebuilt with them. */
 export function repeatsTableDdl(table: string): string {
-  return `create unlogged table if not exists ${table} (account_id uuid not null, email_md5 uuid not null)`;
+  return `create unlogged table if not exists ${table} (account_id uuid not null, email_md5 uuid not null) ${STAGING_STORAGE}`;
 }

@@ -10,6 +10,17 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  */
 export const MERGE_PARTS = 2;
 
+/**
+ * The storage parameters of every staging table: never autovacuumed. Each is written once, read
+ * once or twice and dropped; the dedupe analyzes the merge parts itself, and the plan tables have
+ * a VACUUM of their own (merge/plan-vacuum.ts). Left to autovacuum (its threshold counts inserts
+ * since PostgreSQL 13), a 25M-row import B had each 6 GB merge part vacuumed while its merge read
+ * it: the whole part read again from disk and its pages dirtied for their hint bits, and, while the
+ * worker's ANALYZE step ran, the plan tables' dead rows held back, so they grew again.
+ * (Anti-wraparound vacuums still run: this setting does not stop those.)
+ */
+export const STAGING_STORAGE = 'with (autovacuum_enabled = false)';
+
 /** One part of the deduplicated rows: its table and the email_md5 range it holds, [from, to). */
 export interface MergePart {
   table: string;
@@ -119,7 +130,7 @@ export async function ensurePlanTable(sql: AnySql, table: string): Promise<void>
       skip_reason    text   not null,
       outcome        text   not null,
       primary key (account_id, seq)
-    )`);
+    ) ${STAGING_STORAGE}`);
   await distributeStaging(sql, table);
 }
 
@@ -144,7 +155,7 @@ export function rowsTableDdl(table: string, accountId: string, slices = 1): stri
       attributes jsonb  not null,
       brand_ids  uuid[] not null,
       attribute_count int2 not null`;
-  if (slices <= 1) return [`create unlogged table if not exists ${table} (${columns}\n    )`];
+  if (slices <= 1) return [`create unlogged table if not exists ${table} (${columns}\n    ) ${STAGING_STORAGE}`];
   const bound = (i: number) => (i === 0 ? 'minvalue' : i === slices ? 'maxvalue' : `'${sliceBound(i, slices)}'`);
   return [
     `create unlogged table if not exists ${table} (${columns}\n    ) partition by range (email_md5)`,
@@ -152,7 +163,7 @@ export function rowsTableDdl(table: string, accountId: string, slices = 1): stri
       { length: slices },
       (_, i) =>
         `create unlogged table if not exists ${sliceTable(table, i)} partition of ${table}
-         for values from (${bound(i)}) to (${bound(i + 1)})`,
+         for values from (${bound(i)}) to (${bound(i + 1)}) ${STAGING_STORAGE}`,
     ),
   ];
 }
