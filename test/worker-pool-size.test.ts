@@ -4,7 +4,7 @@ import { workerPoolSize } from '../worker/pool-size';
 
 const config = (env: Record<string, string>) => loadConfig({ DATA_DIR: '/tmp', ...env });
 
-test("the worker pool holds each run's connection, its dedupe parts or merge batches with their helpers, the sweeper", () => {
+test("the worker pool holds each run's connection, its dedupe parts or merge batches and helpers, the sweeper", () => {
   // The defaults: 4 places (WORKER_CONCURRENCY) × (1 + max(2 + 1, 2 + 2)) + 1 = 21, over DATABASE_POOL_SIZE 10:
   // per run its own connection, then 2 batches, the duplicate scan and the plan VACUUM beside them.
   expect(workerPoolSize(config({}))).toBe(21);

@@ -7,7 +7,7 @@ import {
   partSizes,
   sliceTable,
   slicesOf,
-  STAGING_STORAGE,
+  mergePartDdl,
   stagingTables,
   type MergePart,
   type StagingTables,
@@ -114,11 +114,7 @@ async function buildPart(p: Pipeline, part: MergePart, sources: string[]): Promi
     // Made, distributed like the contacts on a cluster, then filled: a CREATE TABLE AS cannot make
     // a distributed table. Filled with one statement per source for the account, which on a cluster
     // runs whole on the node of its shards (the window's order is the DISTINCT ON's: one sort).
-    await tx.unsafe(`
-      create unlogged table ${part.table} (
-        account_id uuid not null, seq int8 not null, email_md5 uuid not null, row_no int8 not null,
-        email text not null, attributes jsonb not null, brand_ids uuid[] not null, attribute_count int2 not null
-      ) ${STAGING_STORAGE}`);
+    await tx.unsafe(mergePartDdl(part.table));
     await distributeStaging(tx, part.table);
     // Sources follow email_md5 order, so numbering each on from the rows before it numbers the part.
     let count = 0;

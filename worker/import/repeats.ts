@@ -120,5 +120,6 @@ function hex32(s: string, at: number): number {
 
 /** DDL of the repeats table: UNLOGGED like the staged rows it points into, and rebuilt with them. */
 export function repeatsTableDdl(table: string): string {
-  return `create unlogged table if not exists ${table} (account_id uuid not null, email_md5 uuid not null) ${STAGING_STORAGE}`;
+  return `create unlogged table if not exists ${table} (account_id uuid not null, email_md5 uuid not null)
+    ${STAGING_STORAGE}`;
 }

@@ -111,6 +111,15 @@ export async function distributeStaging(sql: AnySql, table: string): Promise<voi
   await sql`select distribute_by_account(${table}::regclass)`;
 }
 
+/** DDL of one part of the merge table (dedupe.ts fills it). */
+export function mergePartDdl(table: string): string {
+  return `
+    create unlogged table ${table} (
+      account_id uuid not null, seq int8 not null, email_md5 uuid not null, row_no int8 not null,
+      email text not null, attributes jsonb not null, brand_ids uuid[] not null, attribute_count int2 not null
+    ) ${STAGING_STORAGE}`;
+}
+
 /**
  * Makes (if missing) the plan table of one part of the merge table: each merge batch writes what it
  * decided for each of its rows there and deletes them again before it commits (merge-batch.sql), so
