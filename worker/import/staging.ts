@@ -14,10 +14,12 @@ export const MERGE_PARTS = 2;
  * The storage parameters of every staging table: never autovacuumed. Each is written once, read
  * once or twice and dropped; the dedupe analyzes the merge parts itself, and the plan tables have
  * a VACUUM of their own (merge/plan-vacuum.ts). Left to autovacuum (its threshold counts inserts
- * since PostgreSQL 13), a 25M-row import B had each 6 GB merge part vacuumed while its merge read
- * it: the whole part read again from disk and its pages dirtied for their hint bits, and, while the
- * worker's ANALYZE step ran, the plan tables' dead rows held back, so they grew again.
- * (Anti-wraparound vacuums still run: this setting does not stop those.)
+ * since PostgreSQL 13), a 25M-row import B had a 6 GB merge part vacuumed while its merge read it
+ * (still under way after 2 minutes): the whole part read again from disk and its pages dirtied for
+ * their hint bits, and, while such a worker's ANALYZE ran, the plan tables' dead rows held back.
+ * The API of other accounts felt it most: `bun run bench -- --rows 5000000 --steps mixed`, p99
+ * while import A merges over idle, 1.52-1.76 × with this against 1.78-3.25 × without (two runs
+ * each, bench/README.md, session 17). (Anti-wraparound vacuums still run: this does not stop them.)
  */
 export const STAGING_STORAGE = 'with (autovacuum_enabled = false)';
 
