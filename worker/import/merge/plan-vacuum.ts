@@ -22,28 +22,36 @@ import type { Pipeline } from '../state';
  */
 export class PlanVacuum {
   private readonly pending = new Set<string>();
-  private running: Promise<void> | undefined;
+  /** Whether drain() runs; set and cleared synchronously, so no ask lands between its end and a new start. */
+  private draining = false;
+  private running: Promise<void> = Promise.resolve();
 
   constructor(private readonly p: Pick<Pipeline, 'sql' | 'log'>) {}
 
   /** Vacuums `tables` after what is running now (a table already waiting is vacuumed once). */
   after(tables: Iterable<string>): void {
     for (const table of tables) this.pending.add(table);
-    this.running ??= this.drain().finally(() => (this.running = undefined));
+    if (this.draining || this.pending.size === 0) return;
+    this.draining = true;
+    this.running = this.drain();
   }
 
   /** Resolves once no VACUUM is running or waiting (it never rejects). */
   async settled(): Promise<void> {
-    while (this.running) await this.running;
+    while (this.draining) await this.running;
   }
 
   private async drain(): Promise<void> {
-    for (let table = this.next(); table !== undefined; table = this.next()) {
-      try {
-        await this.p.sql.unsafe(`vacuum (truncate false) ${table}`);
-      } catch (e) {
-        this.p.log('import plan vacuum failed', { table, error: (e as Error).message });
+    try {
+      for (let table = this.next(); table !== undefined; table = this.next()) {
+        try {
+          await this.p.sql.unsafe(`vacuum (truncate false) ${table}`);
+        } catch (e) {
+          this.p.log('import plan vacuum failed', { table, error: (e as Error).message });
+        }
       }
+    } finally {
+      this.draining = false;
     }
   }
 
