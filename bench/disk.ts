@@ -4,18 +4,20 @@
  * left on device" in a log file, and may leave the cluster needing recovery.
  *
  * The estimate is the peak, measured on full runs (25M rows, 4.7 GB file, contacts at
- * fillfactor 60). With import B it comes late in B's merge: A's contacts (~4.8 × the file) grow
- * with the new versions of B's updates that find no room on their page, beside B's uploaded object
- * (1 ×), its merge table (~2.1 ×) and the WAL (at most about max_wal_size, 8 GB, between
- * checkpoints). Session 2's run peaked in B's dedupe at ~61-67 GB (12 × + WAL); the run of
- * `--steps l1,a,b,http` of 2026-11-26 (session 14) started with 79.7 GB free, generated file B
- * (5 GB) and ran out of space with B's merge at 89 %, ~75 GB in use besides the file: 15 × the file
- * + WAL, 83 GB at 25M rows counted at 200 bytes a row.
+ * fillfactor 60). With import B it comes where B's dedupe hands over to its merge: A's contacts
+ * (4.8 × the file), B's uploaded object (1 ×), its staged rows (2.5 ×) and its merge table (2.7 ×)
+ * are all on disk at once, beside the WAL (at most about max_wal_size, 8 GB, between checkpoints).
+ * Sampled every 10 s through the run of all default steps in session 18 (bench/README.md): 57.5 GB
+ * besides 8.6 GB of WAL, 11.5 × file B, so 12 ×. Later in B's merge the staged rows are gone and
+ * A's contacts grow to 6.6 × with the new versions of B's updates that find no room on their page:
+ * 6.6 + 1 + 2.7 and the plan tables stay below that. (Before session 17 the plan tables grew with
+ * every batch, and B's peak came late in its merge at ~75 GB besides the WAL, 15 ×: session 14's
+ * run of `--steps l1,a,b,http` ran out of space there with B's merge at 89 %.)
  * Import A alone peaks at its own dedupe: object + staged rows + merge table + sort ≈ 7.5 × + WAL.
  * A second import of file A into another account while A's contacts stay (the gzip, report, fair
  * steps after A) adds contacts instead of new versions of A's: it peaks at the end of its
- * merge with A's contacts, its object, its merge table and its own contacts (4.8 + 1 + 2.1 + 4.8 ×),
- * 13 × + WAL.
+ * merge with A's contacts, its object, its merge table and its own contacts (4.8 + 1 + 2.7 + 4.8 ×),
+ * 13 × + WAL; after import B, A's contacts are 6.6 × already: 15 × + WAL.
  *
  * The dba step runs in a database of its own, dropped after it (bench/dba.ts), so it adds nothing
  * to the imports' peak; its own peak (its contacts after file B's upserts, the COPY's table of B, the
@@ -41,9 +43,11 @@ const WAL_BYTES = 8e9;
 /** WAL bytes one imported row writes (contact heap tuple + primary key entry, measured 660). */
 const WAL_BYTES_PER_ROW = 700;
 /** The peak with import B, in files (see above). */
-const IMPORT_B_FILES = 15;
+const IMPORT_B_FILES = 12;
 /** The peak with a second import of file A into another account after A, in files (see above). */
 const SECOND_IMPORT_FILES = 13;
+/** The same second import after import B, over A's contacts grown by B's updates (see above). */
+const SECOND_IMPORT_AFTER_B_FILES = 15;
 /** The peak with import A alone, in files (see above). */
 const IMPORT_A_FILES = 7.5;
 
@@ -87,6 +91,7 @@ export function neededBytes(plan: DiskPlan, opts: { lean?: boolean } = {}): numb
 
 /** The imports' peak in files (see above); 0 when nothing is imported. */
 function peakFiles(plan: DiskPlan): number {
+  if (plan.importB && plan.secondImport) return SECOND_IMPORT_AFTER_B_FILES;
   if (plan.importB) return IMPORT_B_FILES;
   if (plan.secondImport) return SECOND_IMPORT_FILES;
   return plan.importA ? IMPORT_A_FILES : 0;
