@@ -31,6 +31,7 @@ import { closeAndExit, onStopSignals } from '../src/shutdown';
 import { ImportBusyError, runImport } from './import/index';
 import { FairShare } from './fair-share';
 import { workerPoolSize } from './pool-size';
+import { workerErrorLog } from './redis-loss';
 import { keepSweepScheduler } from './schedulers';
 import { removeStaleReportFiles } from './import/report';
 import { sweep } from './sweep';
@@ -172,8 +173,19 @@ for (const [name, w] of [
   w.on('failed', (job, e) =>
     log('warn', `${name} job failed`, { jobId: job?.id, attempts: job?.attemptsMade, ...errorFields(e) }),
   );
-  w.on('error', (e) => log('error', `${name} worker error`, errorFields(e)));
 }
+// A job's lock or key lost with Redis' data is expected (README "Reliability"): a warning with what
+// happens about it, not an error (worker/redis-loss.ts).
+importWorker.on(
+  'error',
+  workerErrorLog('import', 'the import goes on against PostgreSQL and the sweep re-enqueues it if it stops'),
+);
+sweepWorker.on(
+  'error',
+  workerErrorLog('sweep', "checking that the sweep's scheduler is still in Redis", () =>
+    sweepScheduler.check('a sweep job was lost'),
+  ),
+);
 // An import whose retries are used up stops with a reason instead of holding the account's one open
 // import forever (unrecoverable errors were already marked failed by the pipeline itself).
 importWorker.on('failed', (job, e) => {

@@ -14,9 +14,14 @@ const CHECK_EVERY_MS = 30_000;
  * at start, again every time `connection` is ready after a reconnect, and whenever the periodic
  * check finds it missing. Every worker upserts the same scheduler id: one sweep per interval.
  *
- * Returns the first upsert (the worker awaits it at start) and a stop function for shutdown.
+ * Returns the first upsert (the worker awaits it at start), `check` to look for the scheduler now
+ * and upsert it if missing (a sweep job found lost with Redis' data), and a stop function for
+ * shutdown.
  */
-export function keepSweepScheduler(queue: Queue, connection: Redis): { started: Promise<void>; stop(): void } {
+export function keepSweepScheduler(
+  queue: Queue,
+  connection: Redis,
+): { started: Promise<void>; check(why: string): void; stop(): void } {
   const upsert = async (why: string) => {
     await queue.upsertJobScheduler(
       SWEEP_SCHEDULER_ID,
@@ -37,15 +42,16 @@ export function keepSweepScheduler(queue: Queue, connection: Redis): { started: 
     connectedBefore = true;
   };
   connection.on('ready', onReady);
-  const timer = setInterval(() => {
+  const check = (why: string) =>
     void queue
       .getJobScheduler(SWEEP_SCHEDULER_ID)
-      .then((s) => (s ? undefined : upsertLogged('scheduler missing')))
+      .then((s) => (s ? undefined : upsertLogged(why)))
       .catch(() => {}); // Redis unreachable: the reconnect's 'ready' upserts
-  }, CHECK_EVERY_MS);
+  const timer = setInterval(() => check('scheduler missing'), CHECK_EVERY_MS);
   timer.unref();
   return {
     started: upsert('start'),
+    check,
     stop() {
       clearInterval(timer);
       connection.off('ready', onReady);
