@@ -60,7 +60,10 @@ export class LocalStore implements ObjectStore {
     if (!md5) throw new ObjectChangedError(`object ${key} does not exist`);
     try {
       const fh = await open(join(this.versions(key), md5), 'r');
-      return fh.createReadStream({ highWaterMark: opts.chunkBytes });
+      // The stream owns the handle: its end or its destroy() closes the file. A stream its reader
+      // drops without either keeps the file open until the GC finds the FileHandle, which Bun throws
+      // as an uncaughtException (issue 39): every reader destroys the stream on every path.
+      return fh.createReadStream({ highWaterMark: opts.chunkBytes, autoClose: true });
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code === 'ENOENT')
         throw new ObjectChangedError(`object ${key} no longer has ETag ${etag}`, { cause: e });

@@ -105,7 +105,9 @@ export class CopySink {
         if (segment.endsStatement) {
           this.writable = undefined;
           w.end();
-          await finished(w); // resolves once PostgreSQL acknowledged the statement
+          // Resolves once PostgreSQL acknowledged the statement; rejects if the connection closes
+          // first. Unpatched, postgres.js left it pending forever (patches/, porsager/postgres#1173).
+          await finished(w);
         }
         this.wake();
       }

@@ -148,6 +148,9 @@ export async function readPhase(p: Pipeline): Promise<Step> {
     await rejects?.close();
     await repeats?.close();
   } catch (e) {
+    // Every stage, as a pipeline would: the object's file is closed, and no generator between
+    // (gunzip, the decoder) is left suspended.
+    text.destroy();
     source.destroy();
     await sink.abort();
     await rejects?.close().catch(() => {});
