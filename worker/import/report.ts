@@ -3,6 +3,7 @@ import { readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
+import { finished } from 'node:stream/promises';
 import Papa from 'papaparse';
 import type { RejectedRowsReport } from '../../src/imports/lifecycle';
 import { csvField, rejectionDetail, REPORT_COLUMNS, type Reason } from '../../src/imports/rejections';
@@ -230,11 +231,6 @@ async function writeFile(
 ): Promise<number | undefined> {
   const { sql, job } = p;
   signal?.throwIfAborted();
-  const file = createWriteStream(path);
-  const cursor = sql<Rejected[]>`
-    select row_no, reason, column_no, info from ${sql(table)}
-    where account_id = ${job.accountId}::uuid order by row_no`.cursor(CURSOR_ROWS);
-  const out = new ReportOut(file, cursor[Symbol.asyncIterator](), columns);
   const source = await p.store.read(job.objectKey!, facts.objectEtag ?? undefined, { chunkBytes: WALK_CHUNK_BYTES });
   // The walk sees the stream's errors through its own reading. This listener is for the error a
   // discard raises after the walk stopped reading (it waits on the database): without one, that
@@ -242,6 +238,13 @@ async function writeFile(
   source.on('error', () => {});
   const stop = () => source.destroy(new Error('the rejected-rows report draft was discarded'));
   signal?.addEventListener('abort', stop, { once: true });
+  // Made once the source is open (a store that refused it left the file open before), and closed
+  // with it below.
+  const file = createWriteStream(path);
+  const cursor = sql<Rejected[]>`
+    select row_no, reason, column_no, info from ${sql(table)}
+    where account_id = ${job.accountId}::uuid order by row_no`.cursor(CURSOR_ROWS);
+  const out = new ReportOut(file, cursor[Symbol.asyncIterator](), columns);
   let whole = false;
   try {
     signal?.throwIfAborted();
@@ -263,6 +266,7 @@ class ReportOut {
   private ended = false;
   private pending: string[] = [];
   private pendingChars = 0;
+  private failure: unknown;
   /** recorded rows written so far */
   rows = 0;
 
@@ -270,7 +274,11 @@ class ReportOut {
     private readonly file: WriteStream,
     private readonly cursor: AsyncIterator<Rejected[]>,
     private readonly columns: Column[],
-  ) {}
+  ) {
+    // The file's error (a full disk) is thrown by the next flush: with no listener it would be an
+    // uncaughtException, and a write to the broken stream would wait for a 'drain' that never comes.
+    file.on('error', (e) => (this.failure ??= e));
+  }
 
   /** The data row the report wants next (Infinity when it wants none). */
   get wanted(): number {
@@ -306,11 +314,15 @@ class ReportOut {
     return this.next === undefined;
   }
 
+  /** Ends the file whatever ended the walk (the cursor's connection may be gone). */
   async close(): Promise<void> {
-    await this.cursor.return?.();
-    await this.flush();
-    this.file.end();
-    await once(this.file, 'close');
+    try {
+      await this.cursor.return?.();
+      await this.flush();
+    } finally {
+      this.file.end();
+      await finished(this.file);
+    }
   }
 
   private async advance(): Promise<void> {
@@ -335,6 +347,7 @@ class ReportOut {
   }
 
   private async flush(): Promise<void> {
+    if (this.failure !== undefined) throw this.failure;
     if (this.pending.length === 0) return;
     const text = this.pending.join('');
     this.pending = [];
