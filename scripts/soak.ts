@@ -43,6 +43,7 @@ const r = await runSoak({
   rows: num('rows'),
   accounts: num('accounts'),
   batchSize: num('batch'),
+  importPause: [0, 0],
   traffic: { lanes: 3, contactsPerLane: 100, pause: [5, 25] },
   say: (line) => console.log(line),
 });

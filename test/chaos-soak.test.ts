@@ -19,12 +19,13 @@ test(
   async () => {
     const r = await runSoak({
       seed: 1,
-      durationMs: 150_000,
+      durationMs: 140_000,
       faultEvery: [8_000, 15_000],
       maxFaults: 20,
       rows: 10_000,
       accounts: 3,
       batchSize: 2_000,
+      importPause: [3_000, 8_000],
       traffic: { lanes: 2, contactsPerLane: 40, pause: [10, 40] },
       say: (line) => console.log(line),
     });

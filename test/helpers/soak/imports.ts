@@ -7,6 +7,7 @@
 import { IMPORT_COLUMNS, importFile } from './files';
 import { is2xx, type Recorder } from './http';
 import type { SoakAccount } from './accounts';
+import { rngFor } from './prng';
 
 export interface ImportRun {
   account: number;
@@ -97,15 +98,20 @@ async function cancelOrphan(rec: Recorder, base: string, acct: SoakAccount, know
 
 /**
  * One account's loop: file 0, 1, 2, … one after another until `until` (ms since the soak's start),
- * the last one run to its end. Each run is pushed to `runs` as it ends.
+ * the last one run to its end, with a seeded pause between files (none in the issue's shape; the CI
+ * shape pauses so that its fault-free replay, which takes as long as the imports did, stays short).
+ * Each run is pushed to `runs` as it ends.
  */
 export async function importLoop(
   rec: Recorder,
   base: string,
   acct: SoakAccount,
-  opts: ImportOptions & { until: number; maxFiles: number },
+  opts: ImportOptions & { until: number; maxFiles: number; pause: [number, number] },
   runs: ImportRun[],
 ): Promise<void> {
-  for (let file = 0; file < opts.maxFiles && Date.now() - rec.t0 < opts.until; file++)
+  const rng = rngFor(opts.seed, `imports-${acct.index}`);
+  for (let file = 0; file < opts.maxFiles && Date.now() - rec.t0 < opts.until; file++) {
+    if (file > 0 && opts.pause[1] > 0) await Bun.sleep(rng.int(opts.pause[0], opts.pause[1]));
     runs.push(await runOneImport(rec, base, acct, { account: acct.index, file }, opts));
+  }
 }

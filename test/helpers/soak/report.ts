@@ -46,6 +46,16 @@ function backAfter(f: Fault, sent: Sent[]): number | undefined {
   return best === undefined ? undefined : best - f.at;
 }
 
+/** The 5xx answered to requests sent from this fault until the next, and the slowest answer among them. */
+function aftermath(f: Fault, o: Observed): string {
+  const next = o.state.faults.find((g) => g.at > f.at)?.at ?? Infinity;
+  const mine = o.sent.filter((s) => s.start >= f.at - 1_000 && s.start < next && s.end >= f.at);
+  const errors = mine.filter(is5xx);
+  if (!errors.length) return '';
+  const slowest = Math.max(...errors.map((s) => s.end - s.start));
+  return `; 5xx ×${errors.length}, the slowest after ${secs(slowest)}`;
+}
+
 export function judge(o: Observed): Verdict {
   const lines: string[] = [];
   const failures: string[] = [];
@@ -56,7 +66,9 @@ export function judge(o: Observed): Verdict {
   for (const f of o.state.faults) {
     const back = backAfter(f, o.sent);
     const again = back === undefined ? 'never' : secs(back);
-    lines.push(`+${secs(f.at).padStart(8)}  ${f.kind.padEnd(12)}  ${f.detail}; 2xx again after ${again}`);
+    lines.push(
+      `+${secs(f.at).padStart(8)}  ${f.kind.padEnd(12)}  ${f.detail}; 2xx again after ${again}${aftermath(f, o)}`,
+    );
     if (f.kind === 'api-kill') apiAway.push({ start: f.at, end: f.at + (back ?? Infinity) + 1_000 });
   }
   for (const d of o.deaths.filter((d) => d.role === 'api' && !d.expected)) {

@@ -25,6 +25,8 @@ export interface SoakOptions {
   rows: number;
   accounts: number;
   batchSize: number;
+  /** Pause between one account's imports, ms. */
+  importPause: [number, number];
   traffic: Omit<TrafficOptions, 'seed'>;
   /** Each line as it is known (the fault log comes at the end, with its recovery times). */
   say: (line: string) => void;
@@ -73,7 +75,13 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       ),
       ...clients.map((c) => clientLoop(rec, url, c, { ...o.traffic, seed: o.seed }, o.durationMs)),
       ...accounts.map((a) =>
-        importLoop(rec, url, a, { ...importOpts, until: o.durationMs, maxFiles: 10_000 }, runs).then(() =>
+        importLoop(
+          rec,
+          url,
+          a,
+          { ...importOpts, until: o.durationMs, maxFiles: 10_000, pause: o.importPause },
+          runs,
+        ).then(() =>
           o.say(`soak: account ${a.index} imported ${runs.filter((r) => r.account === a.index).length} files`),
         ),
       ),
@@ -103,7 +111,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       healthyAtEnd,
       runningAtEnd,
     });
-    for (const line of verdict.lines) o.say(line);
+    for (const line of [...check.summaries, ...verdict.lines]) o.say(line);
     o.say(verdict.last);
     return { ...verdict, state, runs };
   } finally {

@@ -49,7 +49,14 @@ export interface ImportCheck {
   replays: ImportRun[];
   /** One line per import whose counts differ from its twin's, or that did not end `success`. */
   differences: string[];
+  /** One line per account: its imports' counts summed, and its imported contacts, against the replay's. */
+  summaries: string[];
 }
+
+const sum = (runs: ImportRun[]) =>
+  COUNTS.slice(1)
+    .map((k) => `${k.replace('Count', '')} ${runs.reduce((n, r) => n + (Number(r.final[k]) || 0), 0)}`)
+    .join(', ');
 
 /** Replays each account's files in order into a fresh account, all accounts at once. */
 export async function replayImports(
@@ -62,6 +69,7 @@ export async function replayImports(
 ): Promise<ImportCheck> {
   const replays: ImportRun[] = [];
   const differences: string[] = [];
+  const summaries: string[] = [];
   await Promise.all(
     accounts.map(async (acct) => {
       const twin = await soakAccount(sql, acct.index, `soak replay ${acct.index}`);
@@ -80,9 +88,15 @@ export async function replayImports(
       }
       const [got, want] = [await importedChecksum(sql, acct.id), await importedChecksum(sql, twin.id)];
       if (got !== want) differences.push(`account ${acct.index}: imported contacts ${got}; fault-free: ${want}`);
+      const twins = replays.filter((r) => r.account === acct.index);
+      summaries.push(
+        `account ${acct.index}: ${mine.length} imports (${sum(mine)}), ${got}; ` +
+          `replay: ${twins.length} imports (${sum(twins)}), ${want}`,
+      );
     }),
   );
-  return { replays, differences };
+  summaries.sort();
+  return { replays, differences, summaries };
 }
 
 /**
