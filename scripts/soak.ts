@@ -35,6 +35,10 @@ if (!(lo! > 0 && hi! >= lo!)) {
 }
 
 const minutes = num('minutes');
+// Ctrl-C ends the loops early; the soak then tears down its stack, PostgreSQL and Redis itself.
+const stopped = new AbortController();
+process.on('SIGINT', () => stopped.abort());
+process.on('SIGTERM', () => stopped.abort());
 const r = await runSoak({
   seed: num('seed'),
   durationMs: minutes * 60_000,
@@ -44,7 +48,13 @@ const r = await runSoak({
   accounts: num('accounts'),
   batchSize: num('batch'),
   importPause: [0, 0],
+  drainMs: 10 * 60_000,
+  replayMs: 30 * 60_000,
+  signal: stopped.signal,
   traffic: { lanes: 3, contactsPerLane: 100, pause: [5, 25] },
   say: (line) => console.log(line),
+}).catch((e) => {
+  console.error(`soak: ${e instanceof Error ? e.message : e}`);
+  process.exit(1);
 });
 process.exit(r.passed ? 0 : 1);

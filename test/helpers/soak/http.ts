@@ -29,6 +29,8 @@ export interface Answer<T = unknown> {
 
 export interface Recorder {
   t0: number;
+  /** Set to end every loop that sends through this recorder early (Ctrl-C of the script). */
+  halted: boolean;
   sent: Sent[];
   call<T = Record<string, unknown>>(
     account: number,
@@ -45,6 +47,7 @@ export function recorder(t0: number): Recorder {
   const sent: Sent[] = [];
   return {
     t0,
+    halted: false,
     sent,
     async call(account, method, url, opts = {}) {
       const route = opts.route ?? new URL(url).pathname.replace(/[0-9a-f-]{32,36}/gi, '{id}');

@@ -73,7 +73,7 @@ export async function runOneImport(
   return { account: source.account, file: source.file, id: created.id, final, orphans };
 }
 
-const late = (rec: Recorder, deadline: number) => Date.now() - rec.t0 > deadline;
+const late = (rec: Recorder, deadline: number) => rec.halted || Date.now() - rec.t0 > deadline;
 
 async function statusOf(rec: Recorder, base: string, acct: SoakAccount, id: string): Promise<string | undefined> {
   const a = await rec.call<{ status: string }>(acct.index, 'GET', `${base}/v1/contact-imports/${id}`, {
@@ -110,7 +110,7 @@ export async function importLoop(
   runs: ImportRun[],
 ): Promise<void> {
   const rng = rngFor(opts.seed, `imports-${acct.index}`);
-  for (let file = 0; file < opts.maxFiles && Date.now() - rec.t0 < opts.until; file++) {
+  for (let file = 0; file < opts.maxFiles && !late(rec, opts.until); file++) {
     if (file > 0 && opts.pause[1] > 0) await Bun.sleep(rng.int(opts.pause[0], opts.pause[1]));
     runs.push(await runOneImport(rec, base, acct, { account: acct.index, file }, opts));
   }

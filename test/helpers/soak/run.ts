@@ -25,6 +25,11 @@ export interface SoakOptions {
   rows: number;
   accounts: number;
   batchSize: number;
+  /** How long the last imports may take after the traffic stopped, and the replay in all, ms. */
+  drainMs: number;
+  replayMs: number;
+  /** Ends the soak early (its loops stop, nothing is checked); the stack and the bed are still torn down. */
+  signal?: AbortSignal;
   /** Pause between one account's imports, ms. */
   importPause: [number, number];
   traffic: Omit<TrafficOptions, 'seed'>;
@@ -39,8 +44,8 @@ export interface SoakResult extends Verdict {
 
 /** No fault in the last stretch, so the last one's recovery is seen under traffic. */
 const QUIET_END_MS = 10_000;
-/** An import that has not ended this long after the traffic stopped is reported as it stands. */
-const DRAIN_MS = 5 * 60_000;
+/** How long the client's contacts are read back for, at most. */
+const READ_BACK_MS = 60_000;
 
 export async function runSoak(o: SoakOptions): Promise<SoakResult> {
   let bed: FaultBed | undefined;
@@ -57,8 +62,12 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
     const after = recorder(t0);
     const state: FaultState = { faults: [], pgDown: [], terminated: [] };
     const runs: ImportRun[] = [];
+    o.signal?.addEventListener('abort', () => {
+      rec.halted = true;
+      after.halted = true;
+    });
     const clients: Client[] = accounts.map((a) => client(a, { ...o.traffic, seed: o.seed }));
-    const importOpts = { seed: o.seed, rows: o.rows, deadline: o.durationMs + DRAIN_MS };
+    const importOpts = { seed: o.seed, rows: o.rows, deadline: o.durationMs + o.drainMs };
 
     const { url } = stack;
     const s = stack;
@@ -71,7 +80,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
         t0,
         { until: o.durationMs - QUIET_END_MS, every: o.faultEvery, maxFaults: o.maxFaults },
         state,
-        () => stop,
+        () => stop || rec.halted,
       ),
       ...clients.map((c) => clientLoop(rec, url, c, { ...o.traffic, seed: o.seed }, o.durationMs)),
       ...accounts.map((a) =>
@@ -87,13 +96,16 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
       ),
     ]);
     stop = true;
+    if (o.signal?.aborted) throw new Error('the soak was stopped');
     o.say(`soak: faults and traffic over after ${((Date.now() - t0) / 1000).toFixed(0)} s; checking`);
 
     const healthyAtEnd = await healthy(url);
     let ambiguous = 0;
-    for (const c of clients) ambiguous += await checkClientContacts(after, url, c);
-    const replayDeadline = Date.now() - t0 + DRAIN_MS;
+    const readBackEnd = Date.now() + READ_BACK_MS;
+    for (const c of clients) ambiguous += await checkClientContacts(after, url, c, readBackEnd);
+    const replayDeadline = Date.now() - t0 + o.replayMs;
     const check = await replayImports(b.sql, after, url, accounts, runs, { ...importOpts, deadline: replayDeadline });
+    if (o.signal?.aborted) throw new Error('the soak was stopped');
     o.say(`soak: replay done after ${((Date.now() - t0) / 1000).toFixed(0)} s`);
     const runningAtEnd = s.running() && (await healthy(url, 5_000));
 

@@ -63,7 +63,7 @@ async function laneLoop(
   until: number,
 ) {
   const { index, key } = c.account;
-  for (let n = 0; Date.now() - rec.t0 < until && n < 1_000_000; n++) {
+  for (let n = 0; Date.now() - rec.t0 < until && !rec.halted && n < 1_000_000; n++) {
     const m = rng.pick(mine);
     const roll = rng.next();
     const v = rng.int(0, 1_000_000);
