@@ -78,8 +78,7 @@ export async function runImport(deps: ImportDeps, accountId: string, importId: s
  * How long one delivery of the job waits for a database that went away (a restart, a failover, a
  * killed connection) and resumes the import itself, before it gives the job back to the queue's
  * retries. A restart takes a few seconds; the queue's first retry would come 5 s after the failure
- * and spend one of the job's attempts, and a second failure (postgres.js fails the first statement
- * on a connection whose backend died mid-statement once more, porsager/postgres#1223) 10 s after that.
+ * and spend one of the job's attempts, and a second failure 10 s after that.
  */
 const DATABASE_WAIT_MS = 60_000;
 
