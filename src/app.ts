@@ -45,6 +45,7 @@ export function buildApp(deps: Deps) {
   );
 
   function errorResponse(error: unknown, request: Request, instance: string, code?: unknown): Response {
+    deps.circuit?.failed(error);
     const mapped = fromFramework(code, error) ?? unavailableError(error);
     if (mapped) return problemResponse(mapped, config.docsUrl, instance);
     const fields = failureLogFields(code, error) ?? errorFields(error);
@@ -59,6 +60,8 @@ export function buildApp(deps: Deps) {
       const facts = startRequest(request);
       const path = new URL(request.url).pathname;
       if (path === '/v1' || path.startsWith('/v1/')) {
+        // Every /v1 request needs the database (its key at least); while it is known away, refuse at once.
+        await deps.circuit?.admit();
         listener.ensureStarted();
         const header = request.headers.get('authorization');
         const scope = requiredScope(request.method, path);

@@ -23,9 +23,12 @@ const SERVER_CODES = new Set(['57P01', '57P02', '57P03', '53300']);
 
 /**
  * postgres.js's own connection errors, and the socket errors it passes through while connecting or
- * when a connection breaks. CONNECTION_ENDED is the pool being closed at shutdown.
+ * when a connection breaks. CONNECTION_ENDED is the pool being closed at shutdown. DATABASE_UNREACHABLE
+ * is the API's circuit refusing a request while a probe says the database does not answer
+ * (src/db-circuit.ts).
  */
 const CLIENT_CODES = new Set([
+  'DATABASE_UNREACHABLE',
   'CONNECTION_CLOSED',
   'CONNECTION_DESTROYED',
   'CONNECTION_ENDED',
@@ -47,6 +50,13 @@ export function isConnectionGone(error: unknown): boolean {
   if (isDatabaseUnavailable(error)) return true;
   const severity = (error as { severity?: unknown } | null)?.severity;
   return severity === 'FATAL' || severity === 'PANIC';
+}
+
+/** What the API's circuit throws while a probe says the database does not answer (src/db-circuit.ts). */
+export function databaseUnreachable(): Error {
+  return Object.assign(new Error('the database does not answer (a probe failed); the request was not sent to it'), {
+    code: 'DATABASE_UNREACHABLE',
+  });
 }
 
 /** The error a pinned connection's statement gets once its connection is gone (the shape of postgres.js's own). */

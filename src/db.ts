@@ -19,14 +19,24 @@ export type AnySql = postgres.ISql<{}>;
 export function connect(
   url: string,
   max = 10,
-  options: { appName?: string; debug?: (connection: number, query: string, params: unknown[]) => void } = {},
+  options: {
+    appName?: string;
+    debug?: (connection: number, query: string, params: unknown[]) => void;
+    /** Called whenever one of the pool's connections closes (the API's circuit probes the database then). */
+    onclose?: () => void;
+    /** Seconds a connection attempt may take (10 unless given; the circuit's probe uses 1). */
+    connectTimeout?: number;
+    /** Seconds before connecting again after `failures` failed attempts (reconnectDelaySeconds unless given). */
+    reconnectDelay?: (failures: number) => number;
+  } = {},
 ): Sql {
   const sql = postgres(url, {
     max,
     ...(options.debug && { debug: options.debug }),
+    ...(options.onclose && { onclose: options.onclose }),
     idle_timeout: 30,
-    connect_timeout: 10,
-    backoff: reconnectDelaySeconds,
+    connect_timeout: options.connectTimeout ?? 10,
+    backoff: options.reconnectDelay ?? reconnectDelaySeconds,
     onnotice: () => {},
     types: {
       bigint: { to: 20, from: [20], serialize: (x: number) => String(x), parse: (x: string) => Number(x) },

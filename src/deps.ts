@@ -12,4 +12,6 @@ export interface Deps {
   readonly queue?: import('./imports/queue').ImportQueue;
   /** Tells the workers when the API is busy (src/imports/api-load.ts); absent in tests that build the app. */
   readonly load?: import('./imports/api-load').ApiLoadSignal;
+  /** Refuses requests at once while the database is known away (src/db-circuit.ts); absent in most tests. */
+  readonly circuit?: import('./db-circuit').DatabaseCircuit;
 }

@@ -8,19 +8,24 @@ import { createImportQueue } from './imports/bullmq-queue';
 import { ApiLoadSignal } from './imports/api-load';
 import { migrate } from './migrate';
 import { closeAndExit, onStopSignals } from './shutdown';
+import { DatabaseCircuit } from './db-circuit';
 
 const config = loadConfigOrExit();
 setLogLevel(config.logLevel);
 
 const db = await resolveDatabaseUrl(config);
 const redis = await resolveRedisUrl(config);
-const sql = connect(db.url, config.databasePoolSize, { appName: config.appName });
+// The circuit probes on a connection of its own, so a probe never waits behind requests in the pool,
+// and at once: its attempts are already spaced by the circuit.
+const probe = connect(db.url, 1, { appName: config.appName, connectTimeout: 1, reconnectDelay: () => 0 });
+const circuit = new DatabaseCircuit(() => probe`select 1`);
+const sql = connect(db.url, config.databasePoolSize, { appName: config.appName, onclose: () => circuit.suspect() });
 // Replicas starting together are safe: migrations run under an advisory lock.
 if (config.migrateOnStart) await migrate(sql, (m) => log('info', m));
 const storage = await createStore(config);
 const queue = createImportQueue(redis.url);
 const load = new ApiLoadSignal(redis.url, config.importYieldRps);
-const deps = { config, sql, storage, queue, load };
+const deps = { config, sql, storage, queue, load, circuit };
 const server = serveApi(deps);
 log('info', 'api listening', { url: `http://${config.host}:${server.port}`, storage: storage.driver });
 
@@ -33,6 +38,7 @@ async function shutdown(signal: string) {
   await server.stop(false).catch((e) => log('error', 'server stop failed', errorFields(e)));
   await queue.close().catch(() => {});
   await load.close();
+  await probe.end({ timeout: 1 }).catch(() => {});
   await closeAndExit(sql, [db, redis]);
 }
 onStopSignals(shutdown);

@@ -26,8 +26,10 @@ export function uploadHandler(deps: Deps, opts: { maxBytes?: number } = {}): (re
   const handle = handleUpload(deps, opts.maxBytes ?? MAX_UPLOAD_BYTES);
   return async (request) => {
     try {
+      await deps.circuit?.admit();
       return await handle(request);
     } catch (e) {
+      deps.circuit?.failed(e);
       // The database being away is S3's 503 (clients retry it on their own), not an internal error.
       if (isDatabaseUnavailable(e)) {
         log('warn', 'upload refused: the database is unavailable', errorFields(e));

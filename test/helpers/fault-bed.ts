@@ -35,6 +35,10 @@ export interface FaultBed {
   kill(child: Child): Promise<void>;
   /** `pg_ctl restart -m immediate`: every backend dies at once, unlogged tables are emptied; same port. */
   restartPostgres(): Promise<void>;
+  /** `pg_ctl stop -m immediate`: the server is gone, its port closed, until startPostgres(). */
+  stopPostgres(): Promise<void>;
+  /** Starts the stopped server again on the same port (crash recovery first after an immediate stop). */
+  startPostgres(): Promise<void>;
   /** kill -9 of redis-server; nothing was saved, so its data is gone. */
   killRedis(): Promise<void>;
   /** A fresh, empty redis-server on the same port. */
@@ -128,10 +132,8 @@ export async function faultBed(env: Record<string, string> = {}): Promise<FaultB
   const databaseUrl = pg.url;
   const pgDir = join(dataDir, 'postgres');
   // postmaster.opts' first word is the server binary; pg_ctl sits beside it.
-  const pgCtl = join(
-    dirname((await readFile(join(pgDir, 'postmaster.opts'), 'utf8')).split(' ')[0]!.replaceAll('"', '')),
-    'pg_ctl',
-  );
+  const serverOptions = await readFile(join(pgDir, 'postmaster.opts'), 'utf8');
+  const pgCtl = join(dirname(serverOptions.split(' ')[0]!.replaceAll('"', '')), 'pg_ctl');
   const sql = connect(databaseUrl, 4);
   await migrate(sql);
 
@@ -196,6 +198,15 @@ export async function faultBed(env: Record<string, string> = {}): Promise<FaultB
       await run(
         asPostgres([pgCtl, 'restart', '-D', pgDir, '-l', join(pgDir, 'log'), '-m', 'immediate', '-w', '-t', '120']),
       );
+    },
+    async stopPostgres() {
+      await run(asPostgres([pgCtl, 'stop', '-D', pgDir, '-m', 'immediate', '-w', '-t', '60']));
+    },
+    async startPostgres() {
+      // The same settings (port included) as the last start: postmaster.opts is its command line,
+      // `binary "-D" "dir" "-c" "k=v" …`, double-quoted for the shell pg_ctl hands -o to.
+      const opts = serverOptions.replace(/^\S+\s+"-D"\s+"[^"]*"\s*/, '').trim();
+      await run(asPostgres([pgCtl, 'start', '-D', pgDir, '-l', join(pgDir, 'log'), '-o', opts, '-w', '-t', '120']));
     },
     async killRedis() {
       redis?.kill('SIGKILL');

@@ -1,0 +1,101 @@
+import { databaseUnreachable, isDatabaseUnavailable } from './db-unavailable';
+import { errorFields, log } from './log';
+
+/**
+ * How long a probe may take before it counts as "the database is away": a connection and one
+ * statement, which a loaded machine can slow to a second without the database being away.
+ */
+const PROBE_TIMEOUT_MS = 2_000;
+/** How long a request waits for a probe's word while the circuit is open, so that it is answered within 1 s. */
+const REQUEST_WAIT_MS = 900;
+/**
+ * A refused request does not start a new probe sooner than this after the last one ended: at most
+ * ten connection attempts a second against a database in crash recovery, and a request that comes
+ * this soon after a failed probe is refused on its word.
+ */
+const PROBE_GAP_MS = 100;
+
+/**
+ * The API's circuit for "the database is away" (the rule itself is src/db-unavailable.ts). Requests
+ * that meet a lost or refused connection could each wait out the pool's reconnects and connect
+ * timeout (10 s) before answering 503; once a probe on a connection of its own has confirmed that
+ * PostgreSQL does not answer, the circuit is open and a request that needs the database is refused
+ * within 1 s (it waits for a probe's word at most REQUEST_WAIT_MS), never queued in the pool.
+ *
+ * - closed: every request goes ahead. A failure that says the database is away, or a pool connection
+ *   that closed, starts a probe; a failed probe opens the circuit.
+ * - open: a request half-opens it: it waits for a probe (the one under way, or a new one when the
+ *   last ended PROBE_GAP_MS ago or more, else it is refused on the last one's word). A probe that
+ *   answers closes the circuit and lets the request through, so the first request after recovery
+ *   succeeds; one that fails refuses it with `databaseUnreachable()`, which the error mapper answers
+ *   like any other "database away" failure (503 with Retry-After).
+ */
+export class DatabaseCircuit {
+  private open = false;
+  private probing: Promise<boolean> | undefined;
+  private lastProbeEnd = 0;
+
+  /** `probe` runs one statement on a connection outside the request pool. */
+  constructor(private readonly probe: () => Promise<unknown>) {}
+
+  get isOpen(): boolean {
+    return this.open;
+  }
+
+  /** Resolves when a request may use the database; throws `databaseUnreachable()` while it is known away. */
+  async admit(): Promise<void> {
+    if (!this.open) return;
+    const answered = this.probing ?? (Date.now() - this.lastProbeEnd >= PROBE_GAP_MS ? this.check() : undefined);
+    if (answered && (await within(answered, REQUEST_WAIT_MS))) return;
+    throw databaseUnreachable();
+  }
+
+  /** A request or statement failed: if the failure says the database is away, find out whether it is. */
+  failed(error: unknown): void {
+    if (isDatabaseUnavailable(error)) this.suspect();
+  }
+
+  /** Something suggests the database went away (a pool connection closed): probe it unless a probe runs. */
+  suspect(): void {
+    if (!this.open && !this.probing) void this.check();
+  }
+
+  /** One probe (shared by everyone asking while it runs): true when the database answered within the limit. */
+  check(): Promise<boolean> {
+    this.probing ??= this.runProbe().finally(() => {
+      this.probing = undefined;
+      this.lastProbeEnd = Date.now();
+    });
+    return this.probing;
+  }
+
+  private async runProbe(): Promise<boolean> {
+    const failure = await within(
+      this.probe().then(
+        () => undefined,
+        (e: unknown) => e,
+      ),
+      PROBE_TIMEOUT_MS,
+      new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`),
+    );
+    const answered = failure === undefined;
+    if (answered && this.open) log('info', 'the database answers again; requests go ahead');
+    if (!answered && !this.open)
+      log('warn', 'the database does not answer; requests that need it get 503 until a probe answers', {
+        ...errorFields(failure),
+      });
+    this.open = !answered;
+    return answered;
+  }
+}
+
+/** `promise`'s value, or `otherwise` if it has not settled within `ms`. */
+async function within<T, U = false>(promise: Promise<T>, ms: number, otherwise: U = false as U): Promise<T | U> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<U>((resolve) => (timer = setTimeout(resolve, ms, otherwise)));
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
