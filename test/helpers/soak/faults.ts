@@ -64,6 +64,7 @@ export async function faultLoop(
   plan: FaultPlan,
   state: FaultState,
   stopped: () => boolean,
+  told: (f: Fault) => void = () => {},
 ): Promise<void> {
   const deal = dealer(rng);
   const now = () => Date.now() - t0;
@@ -74,6 +75,7 @@ export async function faultLoop(
     const fault: Fault = { at: now(), kind, detail: '' };
     state.faults.push(fault);
     await inject(bed, stack, fault, state, now);
+    told(fault);
   }
 }
 

@@ -18,6 +18,9 @@ export interface ImportRun {
   final: Record<string, unknown>;
   /** Orphans of unanswered creates that were cancelled on the way. */
   orphans: number;
+  /** ms since the soak's start: the first create sent, the last poll answered */
+  start: number;
+  end: number;
 }
 
 export interface ImportOptions {
@@ -37,6 +40,7 @@ export async function runOneImport(
   opts: ImportOptions,
 ): Promise<ImportRun> {
   const csv = importFile(opts.seed, source.account, source.file, opts.rows);
+  const start = Date.now() - rec.t0;
   const known = new Set<string>();
   let orphans = 0;
   let created: { id: string; uploadUrl: string } | undefined;
@@ -51,7 +55,7 @@ export async function runOneImport(
       else await Bun.sleep(Math.min(2_000, (a.retryAfter ?? 1) * 1000));
     } else await Bun.sleep(500);
   }
-  if (!created) return { ...source, id: '', final: { status: 'not created' }, orphans };
+  if (!created) return { ...source, id: '', final: { status: 'not created' }, orphans, start, end: start };
   known.add(created.id);
 
   let uploaded = false;
@@ -70,7 +74,7 @@ export async function runOneImport(
     if (final.status === 'success' || final.status === 'failed') break;
     await Bun.sleep(500);
   }
-  return { account: source.account, file: source.file, id: created.id, final, orphans };
+  return { ...source, id: created.id, final, orphans, start, end: Date.now() - rec.t0 };
 }
 
 const late = (rec: Recorder, deadline: number) => rec.halted || Date.now() - rec.t0 > deadline;

@@ -46,14 +46,18 @@ function backAfter(f: Fault, sent: Sent[]): number | undefined {
   return best === undefined ? undefined : best - f.at;
 }
 
-/** The 5xx answered to requests sent from this fault until the next, and the slowest answer among them. */
+/**
+ * The imports the fault met, and the 5xx answered to requests sent from this fault until the next,
+ * with the slowest answer among them.
+ */
 function aftermath(f: Fault, o: Observed): string {
   const next = o.state.faults.find((g) => g.at > f.at)?.at ?? Infinity;
   const mine = o.sent.filter((s) => s.start >= f.at - 1_000 && s.start < next && s.end >= f.at);
   const errors = mine.filter(is5xx);
-  if (!errors.length) return '';
+  const importing = o.runs.filter((r) => r.start <= f.at && r.end >= f.at).length;
+  if (!errors.length) return `; ${importing} imports in flight`;
   const slowest = Math.max(...errors.map((s) => s.end - s.start));
-  return `; 5xx ×${errors.length}, the slowest after ${secs(slowest)}`;
+  return `; ${importing} imports in flight; 5xx ×${errors.length}, the slowest after ${secs(slowest)}`;
 }
 
 export function judge(o: Observed): Verdict {

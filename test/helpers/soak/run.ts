@@ -6,7 +6,7 @@
  */
 import { faultBed, type FaultBed } from '../fault-bed';
 import { soakAccount } from './accounts';
-import { faultLoop, type FaultState } from './faults';
+import { faultLoop, secs, type FaultState } from './faults';
 import { recorder } from './http';
 import { importLoop, type ImportRun } from './imports';
 import { rngFor } from './prng';
@@ -81,6 +81,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
         { until: o.durationMs - QUIET_END_MS, every: o.faultEvery, maxFaults: o.maxFaults },
         state,
         () => stop || rec.halted,
+        (f) => o.say(`soak: +${secs(f.at)} ${f.kind}: ${f.detail}`),
       ),
       ...clients.map((c) => clientLoop(rec, url, c, { ...o.traffic, seed: o.seed }, o.durationMs)),
       ...accounts.map((a) =>
