@@ -8,6 +8,7 @@ import { failureLogFields, fromFramework } from './http/framework-errors';
 import { problemResponse } from './http/problem';
 import { unavailableError } from './http/unavailable';
 import { readJsonBody } from './http/json-body';
+import { noteFailure } from './http/lost-session';
 import './http/formats';
 import { confirmedAuthOf, factsOf, isUnconfirmed, startRequest } from './http/context';
 import { errorFields, log } from './log';
@@ -46,6 +47,7 @@ export function buildApp(deps: Deps) {
 
   function errorResponse(error: unknown, request: Request, instance: string, code?: unknown): Response {
     deps.circuit?.failed(error);
+    noteFailure(request, error);
     const mapped = fromFramework(code, error) ?? unavailableError(error);
     if (mapped) return problemResponse(mapped, config.docsUrl, instance);
     const fields = failureLogFields(code, error) ?? errorFields(error);
@@ -76,7 +78,12 @@ export function buildApp(deps: Deps) {
         }
       }
     })
-    .onParse(async ({ request }) => readJsonBody(request, config.bodyLimitBytes))
+    .onParse(async ({ request }) =>
+      readJsonBody(request, config.bodyLimitBytes, (bytes) => {
+        const facts = factsOf(request);
+        if (facts) facts.body = bytes;
+      }),
+    )
     .onBeforeHandle(({ request, route }) => {
       const facts = factsOf(request);
       if (facts) facts.route = route;

@@ -271,4 +271,36 @@ describe('PostgreSQL restarts (immediate) under API traffic', () => {
       },
       60_000,
     );
+
+  const again =
+    "pg_terminate_backend of the API's connections again and again: a contact request is sent again, never 503";
+  test(
+    again,
+    async () => {
+      // The database is there; only the sessions end. A request whose session ended under it is sent
+      // again on another connection (src/http/lost-session.ts), so the client sees no 503.
+      const answers: Answer[] = [];
+      let stop = false;
+      const contactKinds = kinds.slice(0, 3);
+      const clients = Array.from({ length: 8 }, async (_, c) => {
+        for (let i = c; !stop; i++) answers.push(await contactKinds[i % contactKinds.length]!());
+      });
+      await Bun.sleep(500);
+      let terminated = 0;
+      for (let round = 0; round < 12; round++) {
+        const [row] = await bed.sql<{ n: number }[]>`
+        select count(*) filter (where pg_terminate_backend(pid))::int as n
+        from pg_stat_activity where application_name = 'pg-fault-api' and state = 'active'`;
+        terminated += row!.n;
+        await Bun.sleep(300);
+      }
+      await Bun.sleep(500);
+      stop = true;
+      await Promise.all(clients);
+      expect(terminated).toBeGreaterThan(0); // the kills met statements under way
+      expect(answers.filter((a) => a.problem || a.dropped || (a.status !== 200 && a.status !== 201))).toEqual([]);
+      expect(await bed.tail(api, 2000)).toContain('request sent again');
+    },
+    60_000,
+  );
 });

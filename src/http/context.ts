@@ -22,6 +22,10 @@ interface RequestFacts {
   route?: string;
   /** The query was checked against the route (once the key was; see `admitted`). */
   queryChecked?: boolean;
+  /** The JSON body as read, so that the request can be sent again (src/http/lost-session.ts). */
+  body?: Uint8Array;
+  /** The request failed because its database session ended (src/http/lost-session.ts). */
+  lostSession?: boolean;
 }
 
 const facts = new WeakMap<Request, RequestFacts>();

@@ -5,7 +5,11 @@ import { invalidRequest } from '../errors';
  * bodies are bounded here whether or not Content-Length is sent: a chunked request has none and is
  * read streaming, so that it cannot slip past the limit.
  */
-export async function readJsonBody(request: Request, limitBytes: number): Promise<unknown> {
+export async function readJsonBody(
+  request: Request,
+  limitBytes: number,
+  keep?: (bytes: Uint8Array) => void,
+): Promise<unknown> {
   const type = request.headers.get('content-type') ?? '';
   const length = request.headers.get('content-length');
   const declared = length === null ? undefined : Number(length);
@@ -27,6 +31,7 @@ export async function readJsonBody(request: Request, limitBytes: number): Promis
   ) {
     const bytes = new Uint8Array(await request.arrayBuffer());
     if (bytes.byteLength > limitBytes) throw tooLarge(limitBytes);
+    keep?.(bytes);
     return parseJson(bytes);
   }
   const chunks: Uint8Array[] = [];
@@ -36,7 +41,9 @@ export async function readJsonBody(request: Request, limitBytes: number): Promis
     if (size > limitBytes) throw tooLarge(limitBytes);
     chunks.push(chunk);
   }
-  return parseJson(Buffer.concat(chunks));
+  const bytes = Buffer.concat(chunks);
+  keep?.(bytes);
+  return parseJson(bytes);
 }
 
 function parseJson(bytes: Uint8Array): unknown {

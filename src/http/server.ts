@@ -8,6 +8,7 @@ import { fromFramework } from './framework-errors';
 import { errorFields, log, logRequest } from '../log';
 import { problemResponse } from './problem';
 import { appRequestOf } from './app-request';
+import { againAfterLostSession } from './lost-session';
 import { apiMetrics, type ApiMetrics } from '../metrics/api';
 import { exposition } from '../metrics/registry';
 
@@ -61,7 +62,9 @@ export function serveApi(
       return { response: await exposition(metrics.registry), path, route: METRICS };
     if (path.startsWith(UPLOADS))
       return { response: await uploads(appRequest), appRequest, path, route: '/uploads/:token' };
-    return { response: await app.handle(appRequest), appRequest, path };
+    const first = await app.handle(appRequest);
+    const sent = await againAfterLostSession(appRequest, first, (r) => app.handle(r), deps.circuit);
+    return { response: sent.response, appRequest: sent.request, path };
   }
 
   return Bun.serve({

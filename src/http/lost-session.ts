@@ -1,0 +1,59 @@
+import type { DatabaseCircuit } from '../db-circuit';
+import { isConnectionGone } from '../db-unavailable';
+import { log } from '../log';
+import { factsOf } from './context';
+
+/**
+ * A request whose database session ended under it (pg_terminate_backend, a pooler or failover that
+ * closed the connection) while the database itself still answers is sent through the app once more,
+ * on another connection, instead of being answered 503: the client did nothing wrong and the
+ * database is there.
+ *
+ * Sending it again is safe where the failed attempt cannot have committed anything it did not also
+ * answer: a session that ends delivers the results of the statements it completed first, so the
+ * statement that failed did not commit, and each route below writes in one transaction (or one
+ * statement) that is its last. A read repeats a read. Other routes (brand assignments, imports,
+ * suppression lists) answer 503 as before: their writes are not known to be one last commit.
+ */
+const AGAIN: ReadonlySet<string> = new Set(['GET', 'HEAD', 'PATCH /v1/contacts/:emailMd5', 'POST /v1/contacts']);
+
+/** The app's error mapper saw `error`: remember whether it was the loss of the request's session. */
+export function noteFailure(request: Request, error: unknown): void {
+  const facts = factsOf(request);
+  if (facts && isConnectionGone(error) && (error as { code?: unknown }).code !== 'DATABASE_UNREACHABLE')
+    facts.lostSession = true;
+}
+
+/**
+ * The response to give: `response`, or the app's answer to the same request sent again when the
+ * first attempt was refused only because its session was lost and a probe finds the database there.
+ */
+export async function againAfterLostSession(
+  request: Request,
+  response: Response,
+  handle: (request: Request) => Promise<Response>,
+  circuit: DatabaseCircuit | undefined,
+): Promise<{ response: Response; request: Request }> {
+  const facts = factsOf(request);
+  if (response.status !== 503 || !facts?.lostSession || !circuit) return { response, request };
+  // Before routing (the key's lookup) nothing was written; after it, the route must be one of AGAIN.
+  const allowed =
+    facts.route === undefined || AGAIN.has(request.method) || AGAIN.has(`${request.method} ${facts.route}`);
+  const body = facts.body ?? (request.bodyUsed ? undefined : request.body);
+  const bodyless = request.method === 'GET' || request.method === 'HEAD';
+  if (!allowed || (!bodyless && request.bodyUsed && facts.body === undefined)) return { response, request };
+  if (!(await circuit.check())) return { response, request };
+  const headers = new Headers(request.headers);
+  headers.set('x-request-id', facts.id);
+  const again = new Request(request.url, {
+    method: request.method,
+    headers,
+    body: bodyless ? undefined : body,
+    duplex: 'half',
+  } as RequestInit);
+  log('info', 'request sent again: its database session ended under it and the database answers', {
+    requestId: facts.id,
+    route: facts.route ?? 'before routing',
+  });
+  return { response: await handle(again), request: again };
+}
