@@ -1,4 +1,4 @@
-import { databaseUnreachable, isDatabaseUnavailable } from './db-unavailable';
+import { databaseUnreachable, isConnectionGone, isDatabaseUnavailable } from './db-unavailable';
 import { errorFields, log } from './log';
 
 /**
@@ -70,11 +70,15 @@ export class DatabaseCircuit {
   }
 
   private async runProbe(): Promise<boolean> {
-    const failure = await within(
+    const attempt = () =>
       this.probe().then(
         () => undefined,
         (e: unknown) => e,
-      ),
+      );
+    // The probe's own connection may be one that was just terminated: a lost session says nothing of
+    // the database, so it tries once more, on a new connection.
+    const failure = await within(
+      attempt().then((e) => (e !== undefined && isConnectionGone(e) ? attempt() : e)),
       PROBE_TIMEOUT_MS,
       new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`),
     );

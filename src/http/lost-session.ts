@@ -34,15 +34,35 @@ export async function againAfterLostSession(
   handle: (request: Request) => Promise<Response>,
   circuit: DatabaseCircuit | undefined,
 ): Promise<{ response: Response; request: Request }> {
+  let sent = { response, request };
+  // pg_terminate_backend of every connection at once: the next attempt can meet another connection
+  // whose end the pool has not read yet, so a few attempts, each after the probe found the database.
+  for (let again = 1; again <= MAX_AGAIN; again++) {
+    const next = await sendAgain(sent.request, sent.response, handle, circuit);
+    if (!next) break;
+    sent = next;
+  }
+  return sent;
+}
+
+/** How many times one request is sent again. */
+const MAX_AGAIN = 3;
+
+async function sendAgain(
+  request: Request,
+  response: Response,
+  handle: (request: Request) => Promise<Response>,
+  circuit: DatabaseCircuit | undefined,
+): Promise<{ response: Response; request: Request } | undefined> {
   const facts = factsOf(request);
-  if (response.status !== 503 || !facts?.lostSession || !circuit) return { response, request };
+  if (response.status !== 503 || !facts?.lostSession || !circuit) return undefined;
   // Before routing (the key's lookup) nothing was written; after it, the route must be one of AGAIN.
   const allowed =
     facts.route === undefined || AGAIN.has(request.method) || AGAIN.has(`${request.method} ${facts.route}`);
   const body = facts.body ?? (request.bodyUsed ? undefined : request.body);
   const bodyless = request.method === 'GET' || request.method === 'HEAD';
-  if (!allowed || (!bodyless && request.bodyUsed && facts.body === undefined)) return { response, request };
-  if (!(await circuit.check())) return { response, request };
+  if (!allowed || (!bodyless && request.bodyUsed && facts.body === undefined)) return undefined;
+  if (!(await circuit.check())) return undefined;
   const headers = new Headers(request.headers);
   headers.set('x-request-id', facts.id);
   const again = new Request(request.url, {
