@@ -34,6 +34,7 @@ export class DatabaseCircuit {
   private open = false;
   private probing: Promise<boolean> | undefined;
   private lastProbeEnd = 0;
+  private closed = false;
 
   /** `probe` runs one statement on a connection outside the request pool. */
   constructor(private readonly probe: () => Promise<unknown>) {}
@@ -57,7 +58,12 @@ export class DatabaseCircuit {
 
   /** Something suggests the database went away (a pool connection closed): probe it unless a probe runs. */
   suspect(): void {
-    if (!this.open && !this.probing) void this.check();
+    if (!this.open && !this.probing && !this.closed) void this.check();
+  }
+
+  /** At shutdown, before the pools end: their connections' closes are no sign of the database. */
+  close(): void {
+    this.closed = true;
   }
 
   /** One probe (shared by everyone asking while it runs): true when the database answered within the limit. */

@@ -38,6 +38,7 @@ async function shutdown(signal: string) {
   await server.stop(false).catch((e) => log('error', 'server stop failed', errorFields(e)));
   await queue.close().catch(() => {});
   await load.close();
+  circuit.close();
   await probe.end({ timeout: 1 }).catch(() => {});
   await closeAndExit(sql, [db, redis]);
 }
