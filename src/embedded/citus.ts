@@ -2,7 +2,7 @@
 // N workers, each a PostgreSQL cluster of its own under `${dataDir}/citus/`, on this machine. Citus is
 // built from CITUS_SRC (a release source tarball) when PostgreSQL does not have it yet.
 import { existsSync } from 'node:fs';
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import postgres from 'postgres';
@@ -204,9 +204,25 @@ export async function ensureCitusInstalled(opts: {
       const step = await run(cmd);
       if (step.code !== 0)
         throw new Error(`Citus ${name} failed (exit ${step.code}):\n${(step.err || step.out).slice(-2000)}`);
+      if (name === 'unpack') await adaptToMinor(dir);
     }
     if (!existsSync(library)) throw new Error(`Citus was built from ${src} but ${library} is still missing`);
     await rm(dir, { recursive: true, force: true });
     opts.log('Citus installed');
   });
+}
+
+/**
+ * Citus 13.2.2 defines its own `static inline have_createdb_privilege()` for PostgreSQL 15, which
+ * did not export it; a later 15.x minor does (15.20, which apt-get now installs with the build
+ * packages; 15.18 did not): both declarations meet in commands/database.c and the build stops
+ * ("static declaration of 'have_createdb_privilege' follows non-static declaration"). Citus's copy
+ * is renamed so that it builds against every 15.x minor; the two make the same check.
+ */
+async function adaptToMinor(dir: string): Promise<void> {
+  const header = join(dir, 'src/include/pg_version_compat.h');
+  const text = await readFile(header, 'utf8');
+  const own = 'static inline bool\nhave_createdb_privilege(void)\n';
+  if (!text.includes(own)) return;
+  await writeFile(header, text.replace(own, `#define have_createdb_privilege citus_have_createdb_privilege\n${own}`));
 }
