@@ -63,7 +63,8 @@ export function buildApp(deps: Deps) {
       const path = new URL(request.url).pathname;
       if (path === '/v1' || path.startsWith('/v1/')) {
         // Every /v1 request needs the database (its key at least); while it is known away, refuse at once.
-        await deps.circuit?.admit();
+        const admitted = deps.circuit?.admit();
+        if (admitted) await admitted;
         listener.ensureStarted();
         const header = request.headers.get('authorization');
         const scope = requiredScope(request.method, path);

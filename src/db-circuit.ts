@@ -43,9 +43,15 @@ export class DatabaseCircuit {
     return this.open;
   }
 
-  /** Resolves when a request may use the database; throws `databaseUnreachable()` while it is known away. */
-  async admit(): Promise<void> {
-    if (!this.open) return;
+  /**
+   * Undefined when a request may use the database at once (closed: no promise on the hot path), else
+   * a promise that resolves when it may, or rejects with `databaseUnreachable()` while it is known away.
+   */
+  admit(): Promise<void> | undefined {
+    return this.open ? this.halfOpen() : undefined;
+  }
+
+  private async halfOpen(): Promise<void> {
     const answered = this.probing ?? (Date.now() - this.lastProbeEnd >= PROBE_GAP_MS ? this.check() : undefined);
     if (answered && (await within(answered, REQUEST_WAIT_MS))) return;
     throw databaseUnreachable();

@@ -17,8 +17,9 @@ function circuit(answers: () => Promise<unknown>) {
   return { c, probe };
 }
 
-const refusal = (p: Promise<unknown>) =>
-  p.then(
+/** How admit() answered: undefined (go ahead at once) counts as admitted. */
+const refusal = (p: Promise<unknown> | undefined) =>
+  Promise.resolve(p).then(
     () => 'admitted',
     (e: unknown) => (isDatabaseUnavailable(e) ? (e as { code: string }).code : `other: ${String(e)}`),
   );

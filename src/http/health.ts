@@ -3,6 +3,20 @@ import type { Deps } from '../deps';
 
 /** Liveness and readiness, without auth, for load balancers and the container HEALTHCHECK. */
 export function healthRoutes(deps: Deps & { pingRedis?: () => Promise<unknown> }) {
+  /**
+   * While the circuit is open its probe answers (within 1 s), not a statement queued in the pool; a
+   * session that ended under the pool's check says nothing of the database, so the probe does then.
+   */
+  const databaseAnswers = (): Promise<boolean> =>
+    deps.circuit?.isOpen
+      ? Promise.resolve(deps.circuit.admit()).then(
+          () => true,
+          () => false,
+        )
+      : deps.sql`select 1`.then(
+          () => true,
+          () => deps.circuit?.check() ?? false,
+        );
   return new Elysia({ detail: { tags: ['Operations'] } })
     .get('/healthz', () => ({ status: 'ok' }), {
       response: t.Object({ status: t.String() }),
@@ -12,21 +26,7 @@ export function healthRoutes(deps: Deps & { pingRedis?: () => Promise<unknown> }
       '/readyz',
       async ({ set }) => {
         const checks: Record<string, 'ok' | 'down'> = {};
-        // While the circuit is open its probe answers (within 1 s), not a statement queued in the pool.
-        checks.database = (
-          deps.circuit?.isOpen
-            ? await deps.circuit.admit().then(
-                () => true,
-                () => false,
-              )
-            : await deps.sql`select 1`.then(
-                () => true,
-                // A session that ended under the check says nothing of the database: the probe does.
-                () => (deps.circuit ? deps.circuit.check() : false),
-              )
-        )
-          ? 'ok'
-          : 'down';
+        checks.database = (await databaseAnswers()) ? 'ok' : 'down';
         if (deps.queue)
           checks.redis = await deps.queue.ping().then(
             () => 'ok' as const,

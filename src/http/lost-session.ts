@@ -17,6 +17,9 @@ import { factsOf } from './context';
  */
 const AGAIN: ReadonlySet<string> = new Set(['GET', 'HEAD', 'PATCH /v1/contacts/:emailMd5', 'POST /v1/contacts']);
 
+/** How many times one request is sent again. */
+const MAX_AGAIN = 3;
+
 /** The app's error mapper saw `error`: remember whether it was the loss of the request's session. */
 export function noteFailure(request: Request, error: unknown): void {
   const facts = factsOf(request);
@@ -44,9 +47,6 @@ export async function againAfterLostSession(
   }
   return sent;
 }
-
-/** How many times one request is sent again. */
-const MAX_AGAIN = 3;
 
 async function sendAgain(
   request: Request,

@@ -63,6 +63,7 @@ export function serveApi(
     if (path.startsWith(UPLOADS))
       return { response: await uploads(appRequest), appRequest, path, route: '/uploads/:token' };
     const first = await app.handle(appRequest);
+    if (first.status !== 503) return { response: first, appRequest, path };
     const sent = await againAfterLostSession(appRequest, first, (r) => app.handle(r), deps.circuit);
     return { response: sent.response, appRequest: sent.request, path };
   }

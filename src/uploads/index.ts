@@ -26,7 +26,8 @@ export function uploadHandler(deps: Deps, opts: { maxBytes?: number } = {}): (re
   const handle = handleUpload(deps, opts.maxBytes ?? MAX_UPLOAD_BYTES);
   return async (request) => {
     try {
-      await deps.circuit?.admit();
+      const admitted = deps.circuit?.admit();
+      if (admitted) await admitted;
       return await handle(request);
     } catch (e) {
       deps.circuit?.failed(e);
