@@ -103,7 +103,7 @@ export async function profileRead(sql: Sql, path: string, log: (m: string) => vo
           }
         },
       );
-      await sink.close();
+      await sink.flush();
       return sink.rows;
     });
   } finally {

@@ -25,12 +25,13 @@ export interface Config {
   readonly importMergeConcurrency: number;
   /**
    * Requests a second (counted over 100 ms windows) at or above which an API process tells the workers it is busy,
-   * so that merges pace themselves (src/imports/api-load.ts); 0: it never does.
+   * so that imports pace themselves (src/imports/api-load.ts); 0: it never does.
    */
   readonly importYieldRps: number;
   /**
-   * While the API is busy, a merge batch runs in pieces of PACED_ROWS rows and rests this many times
-   * each piece's time after it (worker/import/merge/batch.ts); 0: merges never pace.
+   * While the API is busy, an import's work goes in pieces (a parsed chunk, a dedupe statement, a
+   * merge piece of PACED_ROWS rows) and rests this many times each piece's time after it
+   * (worker/import/pace.ts); 0: imports never pace.
    */
   readonly importPace: number;
   /** Imports one worker process runs at once, side by side (worker/fair-share.ts). */

@@ -1,7 +1,8 @@
 /**
- * Merges give a busy API room (src/imports/api-load.ts, worker/import/merge/batch.ts): an API
- * process that serves at least IMPORT_YIELD_RPS sets a key in Redis, the worker reads it, and
- * while it is set each merge batch runs in paced pieces inside its one transaction. Real Redis,
+ * Imports give a busy API room (src/imports/api-load.ts, worker/import/pace.ts): an API process
+ * that serves at least IMPORT_YIELD_RPS sets a key in Redis, the worker reads it, and while it is
+ * set the read rests after each parsed chunk, the dedupe runs its parts' statements one at a time
+ * with rests, and each merge batch runs in paced pieces inside its one transaction. Real Redis,
  * real PostgreSQL; each test uses a key of its own, so parallel test files are not paced.
  */
 import { describe, expect, test } from 'bun:test';
@@ -76,10 +77,15 @@ describe('the busy signal through Redis', () => {
   });
 });
 
-describe('a merge while the API is busy', () => {
+describe('an import while the API is busy', () => {
   const ROWS = 2 * PACED_ROWS + 1_234;
 
-  async function imported(busy: () => boolean, pace: number, rows = ROWS) {
+  async function imported(
+    busy: () => boolean,
+    pace: number,
+    rows = ROWS,
+    phases: readonly string[] = ['read', 'dedupe', 'merge'],
+  ) {
     const accountId = await createAccount(bed.db.sql);
     await createAttribute(bed.db.sql, accountId, 'firstName', 'string');
     // A third of the addresses exist already: the batch takes the merge path as well as the insert one.
@@ -96,8 +102,16 @@ describe('a merge while the API is busy', () => {
     const logs: { msg: string; fields: Record<string, unknown> }[] = [];
     const config = { ...testConfig(rows), importPace: pace };
     const log = (msg: string, fields?: object) => logs.push({ msg, fields: (fields ?? {}) as Record<string, unknown> });
+    // `phases`: which phases see `busy`; the others see an idle API.
+    const phaseOf = () =>
+      logs.some((l) => l.msg === 'import deduplicated')
+        ? 'merge'
+        : logs.some((l) => l.msg === 'import read')
+          ? 'dedupe'
+          : 'read';
+    const apiBusy = () => phases.includes(phaseOf()) && busy();
     const started = performance.now();
-    await runImport({ sql: bed.db.sql, storage: bed.files.store, config, log, apiBusy: busy }, accountId, id);
+    await runImport({ sql: bed.db.sql, storage: bed.files.store, config, log, apiBusy }, accountId, id);
     const ms = performance.now() - started;
     const [state] = await bed.db.sql<{ status: string; added: number; updated: number }[]>`
       select status, added_count as added, updated_count as updated from contact_imports where id = ${id}`;
@@ -108,12 +122,26 @@ describe('a merge while the API is busy', () => {
              )::int as fresh
       from contacts where account_id = ${accountId}`;
     const batches = logs.filter((l) => l.msg === 'import merge batch').map((l) => l.fields);
-    return { state, contacts, batches, ms };
+    const read = logs.find((l) => l.msg === 'import read')!.fields;
+    const dedupe = logs.find((l) => l.msg === 'import deduplicated')!.fields;
+    return { state, contacts, batches, read, dedupe, ms };
   }
+
+  test('busy: the read rests after its chunks, the dedupe runs its parts one at a time with rests', async () => {
+    const { state, contacts, read, dedupe } = await imported(() => true, 1);
+    expect(state?.status).toBe('success');
+    expect(contacts).toEqual({ n: ROWS, fresh: ROWS });
+    expect(read).toMatchObject({ rows: ROWS, staged: ROWS });
+    expect(read.pacedPieces as number).toBeGreaterThanOrEqual(1);
+    expect(read.restedMs as number).toBeGreaterThan(0);
+    // Two parts, each one slice's sort and its key: four statements, each a piece.
+    expect(dedupe).toMatchObject({ rowCount: ROWS, pacedPieces: 4 });
+    expect(dedupe.restedMs as number).toBeGreaterThan(0);
+  });
 
   test('busy: one batch, one transaction, in pieces of PACED_ROWS with rests; every row merged', async () => {
     const restedBefore = (await importMergeRest.get()).values[0]?.value ?? 0;
-    const { state, contacts, batches } = await imported(() => true, 1);
+    const { state, contacts, batches } = await imported(() => true, 1, ROWS, ['merge']);
     const existing = Math.ceil(ROWS / 3);
     expect(state).toEqual({ status: 'success', added: ROWS - existing, updated: existing });
     expect(contacts).toEqual({ n: ROWS, fresh: ROWS });
@@ -127,16 +155,18 @@ describe('a merge while the API is busy', () => {
     expect(rested).toBeCloseTo((batches[0]!.restedMs as number) / 1000, 3);
   });
 
-  test('not busy, or IMPORT_PACE=0: the batch runs whole, with no pieces', async () => {
+  test('not busy, or IMPORT_PACE=0: nothing rests, the batch runs whole', async () => {
     for (const [busy, pace] of [
       [() => false, 4],
       [() => true, 0],
     ] as const) {
-      const { state, contacts, batches } = await imported(busy, pace);
+      const { state, contacts, batches, read, dedupe } = await imported(busy, pace);
       expect(state?.status).toBe('success');
       expect(contacts).toEqual({ n: ROWS, fresh: ROWS });
       expect(batches).toHaveLength(1);
       expect(batches[0]!.pacedPieces).toBeUndefined();
+      expect(read.pacedPieces).toBeUndefined();
+      expect(dedupe.pacedPieces).toBeUndefined();
     }
   });
 
@@ -144,7 +174,7 @@ describe('a merge while the API is busy', () => {
     let asked = 0;
     // Not busy when the batch's first part is asked about, busy from then on: that part goes
     // whole, the second (about half the rows) in pieces.
-    const { contacts, batches } = await imported(() => ++asked > 1, 1);
+    const { contacts, batches } = await imported(() => ++asked > 1, 1, ROWS, ['merge']);
     expect(contacts).toEqual({ n: ROWS, fresh: ROWS });
     expect(batches).toHaveLength(1);
     expect(batches[0]!.pacedPieces).toBeOneOf([1, 2]);
@@ -156,7 +186,7 @@ describe('a merge while the API is busy', () => {
     let asked = 0;
     // Not busy when the first piece is asked about, busy from then on: every row after the first
     // UNPACED_ROWS is merged in paced pieces, not just those of the batch's second part.
-    const { contacts, batches } = await imported(() => ++asked > 1, 1, rows);
+    const { contacts, batches } = await imported(() => ++asked > 1, 1, rows, ['merge']);
     expect(contacts).toEqual({ n: rows, fresh: rows });
     expect(batches).toHaveLength(1);
     const paced = batches[0]!.pacedPieces as number;

@@ -62,8 +62,12 @@ export class CopySink {
     return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
   }
 
-  /** Writes what is left and waits until every COPY statement has completed. */
-  async close(): Promise<void> {
+  /**
+   * Ends the running COPY statement with the rows added so far and waits until PostgreSQL has
+   * taken every statement: at the end of the read, and after each piece of a paced read (read.ts),
+   * whose rest must not overlap PostgreSQL's work on the piece.
+   */
+  async flush(): Promise<void> {
     if (this.rowsInStatement > 0) this.cut(true);
     await this.pumping;
     if (this.failure !== undefined) throw this.failure;

@@ -12,6 +12,7 @@ import {
   type MergePart,
   type StagingTables,
 } from './staging';
+import { PacedLane, Pacer } from './pace';
 import { StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
 
 /**
@@ -49,6 +50,7 @@ export async function dedupePhase(p: Pipeline): Promise<Step> {
     duplicateInFile: counts.staged - counts.kept,
     rebuilt: counts.rebuilt,
     slices: counts.slices,
+    ...(counts.pacedPieces > 0 ? { pacedPieces: counts.pacedPieces, restedMs: counts.restedMs } : {}),
   });
   if (!counts.moved) return { phase: 'stopped' }; // failed by another hand meanwhile
   // A rebuilt merge table goes on from the checkpoint the merge under way committed.
@@ -63,6 +65,9 @@ interface DedupeCounts {
   slices: number;
   /** whether the import moved on to its merge (not when it stopped being a running dedupe) */
   moved: boolean;
+  /** statements run one at a time and rested after while the API was busy (pace.ts), and the rests */
+  pacedPieces: number;
+  restedMs: number;
 }
 
 async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
@@ -80,8 +85,10 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
   // The parts at the same time, each on its own connection and committed on its own. Until the
   // commit below moves the import to `merge`, a rerun builds them all again from the raw rows.
   const slices = await slicesOf(p.sql, t.rows);
+  const pacer = new Pacer(p);
+  const lane = new PacedLane(pacer);
   const built = await Promise.allSettled(
-    t.parts.map((part, k) => buildPart(p, part, partSources(t.rows, part, k, slices))),
+    t.parts.map((part, k) => buildPart(p, lane, part, partSources(t.rows, part, k, slices))),
   );
   const failed = built.find((r) => r.status === 'rejected');
   if (failed) throw (failed as PromiseRejectedResult).reason;
@@ -95,7 +102,7 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
   return p.sql.begin(async (tx) => {
     const moved = await dedupeDone(tx, job.accountId, job.id, { staged, kept, rebuilt });
     if (!keepRows) await tx.unsafe(`drop table ${t.rows}`);
-    return { staged, kept, rebuilt, slices, moved };
+    return { staged, kept, rebuilt, slices, moved, pacedPieces: pacer.pieces, restedMs: pacer.restedMs };
   });
 }
 
@@ -103,7 +110,7 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
  * One part of the merge table: the last staged row of every email in the part's email_md5 range,
  * numbered in email_md5 order. Returns its row count.
  */
-async function buildPart(p: Pipeline, part: MergePart, sources: string[]): Promise<number> {
+async function buildPart(p: Pipeline, lane: PacedLane, part: MergePart, sources: string[]): Promise<number> {
   return p.sql.begin(async (tx) => {
     // The sort of the staged rows (wide: attributes and brands ride along) is the whole cost. With
     // the server's 64 MB it spills to disk from ~200,000 rows on; 1 GB sorts a slice (or a part of
@@ -118,9 +125,11 @@ async function buildPart(p: Pipeline, part: MergePart, sources: string[]): Promi
     await distributeStaging(tx, part.table);
     // Sources follow email_md5 order, so numbering each on from the rows before it numbers the part.
     let count = 0;
+    // Each slice's sort, and the key's, is a piece: while the API is busy one part's at a time (pace.ts).
     for (const source of sources) {
-      const filled = await tx.unsafe(
-        `
+      const filled = await lane.run(() =>
+        tx.unsafe(
+          `
         insert into ${part.table}
         select account_id, $2::int8 + row_number() over (order by email_md5), email_md5, row_no, email, attributes,
                brand_ids, attribute_count
@@ -129,11 +138,12 @@ async function buildPart(p: Pipeline, part: MergePart, sources: string[]): Promi
           from ${source}
           order by email_md5, row_no desc
         ) last_per_email`,
-        [p.job.accountId, count],
+          [p.job.accountId, count],
+        ),
       );
       count += filled.count;
     }
-    await tx.unsafe(`alter table ${part.table} add primary key (account_id, seq)`);
+    await lane.run(() => tx.unsafe(`alter table ${part.table} add primary key (account_id, seq)`));
     // Real statistics, so the merge plans its joins for batches of this size, not for a guess.
     await tx.unsafe(`analyze ${part.table}`);
     return count;

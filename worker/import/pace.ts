@@ -1,9 +1,10 @@
 /**
- * How the merge phase gives the API room while the API is busy (src/imports/api-load.ts): its
- * database work goes in small pieces, each followed by a rest of IMPORT_PACE times the piece's own
- * time, so the API's requests find a free core and an idle WAL most of the time. One rule for all
- * that runs in the merge phase: the merge batches (merge/batch.ts) and the scan for the report's
- * duplicate rows beside them (rejects.ts).
+ * How an import gives the API room while the API is busy (src/imports/api-load.ts): its work goes
+ * in small pieces, each followed by a rest of IMPORT_PACE times the piece's own time, so the API's
+ * requests find a free core (and, in the merge, an idle WAL) most of the time. One rule for every
+ * phase: the read's parsed chunks with their COPY (read.ts), the dedupe's slices (dedupe.ts), the
+ * merge batches (merge/batch.ts) and the scan for the report's duplicate rows beside them
+ * (rejects.ts). While the API is not busy nothing rests: an import on an idle API runs at full speed.
  */
 export interface PaceSource {
   /** Whether the API is busy now (Pipeline.apiBusy); absent: never. */
@@ -30,12 +31,37 @@ export class Pacer {
   async piece<T>(paced: boolean, run: () => Promise<T>): Promise<T> {
     const started = performance.now();
     const result = await run();
-    if (paced) {
-      const rest = Math.round((performance.now() - started) * this.source.pace);
-      this.pieces++;
-      this.restedMs += rest;
-      await Bun.sleep(rest);
-    }
+    if (paced) await this.restAfter(started);
     return result;
+  }
+
+  /**
+   * Rests `pace` times the time since `started` (performance.now() when the piece began): for a
+   * piece that is not one promise, such as a parsed chunk whose rows the COPY has just taken.
+   */
+  async restAfter(started: number): Promise<void> {
+    const rest = Math.round((performance.now() - started) * this.source.pace);
+    this.pieces++;
+    this.restedMs += rest;
+    await Bun.sleep(rest);
+  }
+}
+
+/**
+ * Pieces that would run side by side, each on a backend of its own (the dedupe's parts), go one at
+ * a time while the API is busy, each rested after: two at once take both cores of a small box.
+ * While it is not busy they run side by side as they come.
+ */
+export class PacedLane {
+  private tail: Promise<unknown> = Promise.resolve();
+
+  constructor(private readonly pacer: Pacer) {}
+
+  run<T>(piece: () => Promise<T>): Promise<T> {
+    if (!this.pacer.busy()) return piece();
+    // Asked again at its turn: the load may have ended while it waited.
+    const turn = this.tail.then(() => this.pacer.piece(this.pacer.busy(), piece));
+    this.tail = turn.catch(() => {});
+    return turn;
   }
 }

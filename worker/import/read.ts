@@ -8,6 +8,7 @@ import { CopySink } from './copy-sink';
 import { parseCsv, utf8Text } from './csv';
 import { decompressed } from './decompress';
 import { HeapGuard } from './heap-guard';
+import { Pacer } from './pace';
 import { ensureRejectsTable, forgetRead, RejectWriter } from './rejects';
 import { expectedRows, RepeatFilter, repeatsTableDdl } from './repeats';
 import { distributeStaging, dropStaging, rowsTableDdl, slicesFor, stagingTables } from './staging';
@@ -87,6 +88,10 @@ export async function readPhase(p: Pipeline): Promise<Step> {
   let counted = 0; // rows already in the import_rows_read metric
   let fileRows = 0; // every row papaparse gave, blank lines and the header too (see report.ts)
   let linebreak = '\n';
+  // While the API is busy, a parsed chunk and its COPY are one piece, rested after (pace.ts); the
+  // piece began when the stream last went on (papaparse parses a chunk before it hands it over).
+  const pacer = new Pacer(p);
+  let pieceStarted = performance.now();
   try {
     await parseCsv(text, (rows, flagged, unparsed, newline, parsed) => {
       if (report && !repeats) {
@@ -135,6 +140,21 @@ export async function readPhase(p: Pipeline): Promise<Step> {
           () => text.resume(),
           (e) => text.destroy(e),
         );
+      } else if (pacer.busy()) {
+        // The rest starts once PostgreSQL has taken the piece's rows: its COPY work is the piece's
+        // too, and resting while it still ran would leave the API no core.
+        text.pause();
+        sink
+          .flush()
+          .then(() => pacer.restAfter(pieceStarted))
+          .then(
+            () => {
+              pieceStarted = performance.now();
+              text.resume();
+            },
+            (e) => text.destroy(e),
+          );
+        return;
       } else if (p.sharing?.()) {
         // Other imports of this worker wait for the event loop at each of their statements; a
         // stream in flowing mode hands over several chunks in one go (20-40 ms of parsing), which
@@ -142,9 +162,10 @@ export async function readPhase(p: Pipeline): Promise<Step> {
         text.pause();
         setImmediate(() => text.resume());
       }
+      pieceStarted = performance.now();
     });
     if (!headerSeen) throw new ImportFileError('The file is empty: it has no header row.');
-    await sink.close();
+    await sink.flush();
     await rejects?.close();
     await repeats?.close();
   } catch (e) {
@@ -169,6 +190,8 @@ export async function readPhase(p: Pipeline): Promise<Step> {
     repeats: repeats?.count,
     ms: Math.round(performance.now() - started),
     processCpuMs: Math.round((used.user + used.system) / 1000),
+    // Paced (the API was busy): how many pieces, and how long the read rested between them.
+    ...(pacer.pieces > 0 ? { pacedPieces: pacer.pieces, restedMs: pacer.restedMs } : {}),
   });
   return { phase: 'dedupe' };
 }
