@@ -29,6 +29,17 @@ declare module 'autocannon' {
     '2xx': number;
     statusCodeStats: Record<string, { count: number }>;
   }
-  function autocannon(opts: Options): Promise<Result>;
+  /** A running load: resolves with its result once it ends (its duration, or stop() at its next 1 s tick). */
+  export interface Instance extends PromiseLike<Result> {
+    /** each answer: its status and the ms since its request was sent */
+    on(
+      event: 'response',
+      fn: (client: unknown, statusCode: number, resBytes: number, responseTime: number) => void,
+    ): this;
+    /** a connection error or a timeout */
+    on(event: 'reqError', fn: (error: Error) => void): this;
+    stop(): void;
+  }
+  function autocannon(opts: Options): Instance;
   export default autocannon;
 }

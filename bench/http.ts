@@ -46,7 +46,8 @@ function requestAt(s: Scenario, n: number, pool: readonly PoolContact[], tag: st
   return { method: 'PATCH', path: `/v1/contacts/${c.md5}`, body: JSON.stringify(body) };
 }
 
-export async function load(
+/** The running load (awaited for its result; the mixed step also listens to its answers and stops it). */
+export function load(
   t: HttpTarget,
   s: Scenario,
   pool: readonly PoolContact[],

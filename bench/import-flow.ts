@@ -111,6 +111,11 @@ export interface ImportOptions {
   sampleCpu?: () => Promise<CpuSample>;
   /** the run's generated files: generated again before the upload if a lean run deleted it, deleted after */
   files?: RunFiles;
+  /**
+   * Each phase as the 100 ms sample first sees it (`finish` told apart, `success` last), with its
+   * performance.now(); the first call comes right after the upload's end.
+   */
+  onPhase?: (phase: string, at: number) => void;
 }
 
 async function api<T>(
@@ -211,7 +216,11 @@ export async function runImportFlow(
     // The worker's finish (the rejected-rows report, then success) runs under phase `merge` once every
     // row is merged: the checkpoint at rowCount tells it apart.
     if (phase === 'merge' && row!.row_count !== null && row!.checkpoint >= row!.row_count) phase = 'finish';
-    if (phases.at(-1)?.phase !== phase) phases.push({ phase, at: performance.now(), cpu: await opts.sampleCpu?.() });
+    if (phases.at(-1)?.phase !== phase) {
+      const at = performance.now();
+      opts.onPhase?.(phase, at);
+      phases.push({ phase, at, cpu: await opts.sampleCpu?.() });
+    }
     if (phase === 'merge' && row!.checkpoint !== lastCheckpoint) {
       // The first sight of the merge phase starts the clock; each checkpoint move ends a sample.
       lastCheckpoint = row!.checkpoint;
