@@ -1,47 +1,64 @@
 /**
  * Step `mixed`: what an import does to the API of other accounts on the same machine. GET, POST and
  * PATCH load on one account (autocannon, the three at once, 32 connections in all) first with no
- * import running (idle), then while import A of file A into another, fresh account merges: the load
- * starts when that import's phase turns `merge` and runs as long as the idle one. Targets: each
- * kind's p99 at most 2 × its idle p99, no errors, no non-2xx answers. Verified after timing: the
- * import's counts and contacts as import A's, and the end state the load's 2xx answers promise
- * (http.ts). The import's contacts are deleted after, so the step needs disk for one more set.
- *
- * The merge must outlast the load for the figure to be the merge's: the step reports how many of
- * the load's seconds fell inside it. At 25M rows the merge lasts minutes; at 1M a few seconds.
+ * import running (idle, `--duration` seconds), then from the end of the PUT of import A of file A into
+ * another, fresh account until that import is `success`. Every answer counts in the import phase that
+ * was current when its request was sent (phase-latency.ts), so each phase (read, dedupe, merge,
+ * finish) has its own req/s and exact p50/p99 per kind, and so has the whole import. Targets: in each
+ * of those phases each kind's p99 at most 2 × its idle p99, no errors, no non-2xx answers; a phase
+ * with too few requests of a kind is shown and not judged. Verified after timing: the import's counts
+ * and contacts as import A's, and the end state the load's 2xx answers promise (http.ts). The
+ * import's contacts are deleted after, so the step needs disk for one more set.
  */
+import type { Instance, Result } from 'autocannon';
 import type { Sql } from '../src/db';
 import { createBenchAccount, dropAccountContacts, type BenchAccount } from './account';
 import type { FileMeta } from './generate';
 import { load, preflight, verify, type HttpTarget, type PoolContact, type Scenario } from './http';
 import { runImportFlow, type ImportOptions } from './import-flow';
+import { inPhaseOrder, PhaseLoad, PhaseTimeline, type Figures } from './phase-latency';
 import { contactPool } from './summary';
 import { checkImport } from './verify';
 
+const KINDS = ['GET', 'POST', 'PATCH'] as const;
 /** Connections per kind: 32 in all, as the issue's load. */
 const CONNECTIONS: Record<Scenario, number> = { GET: 12, POST: 10, PATCH: 10 };
 /** The issue's target: an import leaves the other account's p99 at most this many times its idle p99. */
 const P99_RATIO_TARGET = 2;
+/** The phases the issue judges one by one (the queue wait before the worker picks the job up is shown). */
+const JUDGED_PHASES = ['read', 'dedupe', 'merge', 'finish'];
+/**
+ * Fewer answers of a kind in a phase and its p99 is shown but not judged: at 1,000 the p99 is the
+ * 10th slowest answer; below that a few slow ones (one GC pause, one checkpoint) would make it alone.
+ * The finish phase lasts about 0.1 s at 5M rows: about 100 answers of a kind.
+ */
+const MIN_REQUESTS = 1000;
 
-export interface MixedKind {
+export interface MixedFigures extends Figures {
   scenario: Scenario;
   connections: number;
-  reqPerSec: number;
-  p50: number;
-  p99: number;
-  non2xx: number;
-  errors: number;
+}
+
+/** One span of the load: the idle run, one import phase, or the whole import. */
+export interface MixedSpan {
+  name: string;
+  seconds: number;
+  /** whether the p99 target applies to it (the issue's four phases) */
+  judged: boolean;
+  kinds: MixedFigures[];
 }
 
 export interface MixedRun {
-  seconds: number;
-  idle: MixedKind[];
-  merging: MixedKind[];
-  /** of the load's seconds while importing, how many the import spent in its merge */
-  mergeOverlapSeconds: number;
+  idle: MixedSpan;
+  /** each phase the import was seen in, and each judged phase even if the 100 ms sample never saw it */
+  phases: MixedSpan[];
+  /** from the end of the import's PUT to `success` */
+  whole: MixedSpan;
   importSeconds: number;
-  /** each kind's p99 while merging over its idle p99, at most */
+  /** each kind's p99 in a judged phase over its idle p99, at most */
   p99RatioTarget: number;
+  /** answers of a kind a phase needs for its p99 to be judged */
+  minRequests: number;
 }
 
 interface Ctx {
@@ -64,111 +81,122 @@ export async function runMixed(
     baseUrl: ctx.baseUrl,
     headers: { authorization: `Bearer ${loaded.key}` },
   };
-  for (const s of ['GET', 'POST', 'PATCH'] as const) await preflight(target, s, pool, `mixed-${runId}-c`);
-  if (opts.warmupSeconds > 0) await loadAll(ctx.sql, loaded, target, pool, `mixed-${runId}-w`, opts.warmupSeconds);
+  const check = (l: Load, tag: string) => checkLoad(ctx.sql, loaded, pool, l, tag);
+  for (const s of KINDS) await preflight(target, s, pool, `mixed-${runId}-c`);
+  if (opts.warmupSeconds > 0) {
+    const warmTimeline = new PhaseTimeline('warmup', performance.now());
+    await check(startLoad(target, pool, `mixed-${runId}-w`, opts.warmupSeconds, warmTimeline), `mixed-${runId}-w`);
+  }
 
   log(`[mixed] idle: GET, POST and PATCH at once, 32 connections, ${opts.seconds} s`);
-  const { kinds: idle } = await loadAll(ctx.sql, loaded, target, pool, `mixed-${runId}-idle`, opts.seconds);
+  const idleTimeline = new PhaseTimeline('idle', performance.now());
+  const idleLoad = startLoad(target, pool, `mixed-${runId}-idle`, opts.seconds, idleTimeline);
+  idleTimeline.mark('end', await idleLoad.ended); // before the checks, which are no part of the load
+  await check(idleLoad, `mixed-${runId}-idle`);
+  const idle = span('idle', idleTimeline.seconds().get('idle')!, false, ['idle'], idleLoad);
 
   const importer = await createBenchAccount(ctx.sql, `${runId} mixed import`);
   try {
-    const importing = runImportFlow(ctx, importer, file, 'mixed import A', opts);
-    importing.catch(() => {}); // awaited below; a failure must not go unhandled while the load runs
-    const merging = await untilMerging(ctx.sql, importer.id, importing);
-    log(`[mixed] import A merging: the same load for ${opts.seconds} s`);
-    const started = performance.now();
-    const { kinds: busy, loadEnded } = await loadAll(
-      ctx.sql,
-      loaded,
-      target,
-      pool,
-      `mixed-${runId}-merge`,
-      opts.seconds,
-    );
-    const mergeEnded = await merging.ended;
-    const run = await importing;
+    log('[mixed] import A into another account: the same load from the end of its upload until success');
+    const tag = `mixed-${runId}-import`;
+    let timeline: PhaseTimeline | undefined;
+    let busy: Load | undefined;
+    const onPhase = (phase: string, at: number) => {
+      if (!timeline) {
+        timeline = new PhaseTimeline(phase, at);
+        // Stopped at success; the duration only bounds a load whose import never ends.
+        busy = startLoad(target, pool, tag, opts.timeoutSeconds + 60, timeline);
+      } else timeline.mark(phase, at);
+      if (phase === 'success' || phase === 'failed') busy!.stop();
+    };
+    let run;
+    try {
+      run = await runImportFlow(ctx, importer, file, 'mixed import A', { ...opts, onPhase });
+      // The flow may end on the API's `success` before its 100 ms sample saw it: closes the last phase.
+      timeline!.mark('success', performance.now());
+    } finally {
+      busy?.stop(); // a failed import must not leave the load running
+    }
+    await check(busy!, tag);
     await checkImport(ctx, importer, file, run.view, {
       label: 'mixed import A',
       mode: 'added',
       variants: [0],
       samples: opts.samples,
     });
-    const overlap = (Math.min(loadEnded, mergeEnded ?? loadEnded) - started) / 1000;
-    log(`[mixed] import A verified; ${overlap.toFixed(1)} of the load's ${opts.seconds} s fell in its merge`);
+    // Requests sent after `success` was seen (autocannon stops at its next 1 s tick) are in no span.
+    const seconds = timeline!.seconds();
+    const seen = [...seconds.keys()];
+    const phases = inPhaseOrder([...seen, ...JUDGED_PHASES]).map((p) =>
+      span(p, seconds.get(p) ?? 0, JUDGED_PHASES.includes(p), [p], busy!),
+    );
+    const wholeSeconds = seen.reduce((t, p) => t + seconds.get(p)!, 0);
+    log(`[mixed] import A verified; the load ran through its ${wholeSeconds.toFixed(1)} s`);
     return {
-      seconds: opts.seconds,
       idle,
-      merging: busy,
-      mergeOverlapSeconds: overlap,
+      phases,
+      whole: span('import', wholeSeconds, false, seen, busy!),
       importSeconds: run.seconds,
       p99RatioTarget: P99_RATIO_TARGET,
+      minRequests: MIN_REQUESTS,
     };
   } finally {
     await dropAccountContacts(ctx.sql, importer.id);
   }
 }
 
-/**
- * Resolves when the account's import is in its merge phase; `ended` then resolves when it leaves it
- * (or undefined when the import ended first).
- */
-async function untilMerging(
-  sql: Sql,
-  accountId: string,
-  importing: Promise<unknown>,
-): Promise<{ ended: Promise<number | undefined> }> {
-  let done = false;
-  void importing.finally(() => (done = true)).catch(() => {});
-  const phase = async () => {
-    const [row] = await sql<{ status: string; phase: string | null; checkpoint: number; row_count: number | null }[]>`
-      select status, phase, checkpoint, row_count from contact_imports where account_id = ${accountId}`;
-    return row?.status === 'importing' && row.phase === 'merge' && (row.row_count ?? 0) > row.checkpoint;
-  };
-  while (!(await phase())) {
-    if (done) {
-      await importing; // throws the import's failure
-      throw new Error('mixed: import A ended before its merge was seen');
-    }
-    await Bun.sleep(50);
-  }
-  const ended = (async () => {
-    while (await phase()) await Bun.sleep(100);
-    return performance.now();
-  })();
-  return { ended };
+interface Load {
+  kinds: { scenario: Scenario; phases: PhaseLoad; instance: Instance }[];
+  stop(): void;
+  /** performance.now() when every kind's load has ended */
+  ended: Promise<number>;
 }
 
-/** The three kinds at once; each checked for errors and verified against the database after. */
-async function loadAll(
-  sql: Sql,
-  account: BenchAccount,
+/** The three kinds at once, each answer put in the timeline's phase of its request's send time. */
+function startLoad(
   target: HttpTarget,
   pool: readonly PoolContact[],
   tag: string,
   seconds: number,
-): Promise<{ kinds: MixedKind[]; loadEnded: number }> {
-  const kinds = ['GET', 'POST', 'PATCH'] as const;
-  const results = await Promise.all(kinds.map((s) => load(target, s, pool, `${tag}-${s}`, CONNECTIONS[s], seconds)));
-  // The load's end, before the end state is checked (the overlap with the merge is the load's own).
-  const loadEnded = performance.now();
-  const out: MixedKind[] = [];
-  for (const [k, s] of kinds.entries()) {
-    const r = results[k]!;
+  timeline: PhaseTimeline,
+): Load {
+  const kinds = KINDS.map((scenario) => {
+    const phases = new PhaseLoad(timeline);
+    const instance = load(target, scenario, pool, `${tag}-${scenario}`, CONNECTIONS[scenario], seconds);
+    instance.on('response', (_client, status, _bytes, ms) => phases.response(performance.now(), ms, status));
+    instance.on('reqError', () => phases.error(performance.now()));
+    return { scenario, phases, instance };
+  });
+  const ended = Promise.all(kinds.map((k) => k.instance)).then(() => performance.now());
+  return { kinds, stop: () => kinds.forEach((k) => k.instance.stop()), ended };
+}
+
+/**
+ * Waits for the load's end, then the checks of the HTTP step: no error, no non-2xx, and the database
+ * holds what the 2xx answers promise (autocannon's own counts: they include what no span shows).
+ */
+async function checkLoad(sql: Sql, account: BenchAccount, pool: readonly PoolContact[], l: Load, tag: string) {
+  const results: Result[] = await Promise.all(l.kinds.map((k) => k.instance));
+  for (const [i, { scenario: s, phases }] of l.kinds.entries()) {
+    const r = results[i]!;
     if (r.non2xx > 0 || r.errors > 0 || r.timeouts > 0)
       throw new Error(
         `mixed ${tag} ${s}: ${r.non2xx} non-2xx answers (${JSON.stringify(r.statusCodeStats)}), ` +
-          `${r.errors} errors, ${r.timeouts} timeouts`,
+          `${r.errors} errors, ${r.timeouts} timeouts (by phase: ${phases.faults()})`,
       );
     await verify(sql, account.id, s, `${tag}-${s}`, r['2xx'], pool, CONNECTIONS[s]);
-    out.push({
-      scenario: s,
-      connections: CONNECTIONS[s],
-      reqPerSec: r['2xx'] / r.duration,
-      p50: r.latency.p50,
-      p99: r.latency.p99,
-      non2xx: r.non2xx,
-      errors: r.errors + r.timeouts,
-    });
   }
-  return { kinds: out, loadEnded };
+}
+
+function span(name: string, seconds: number, judged: boolean, phases: readonly string[], l: Load): MixedSpan {
+  return {
+    name,
+    seconds,
+    judged,
+    kinds: l.kinds.map((k) => ({
+      scenario: k.scenario,
+      connections: CONNECTIONS[k.scenario],
+      ...k.phases.figures(phases, seconds),
+    })),
+  };
 }

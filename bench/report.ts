@@ -117,27 +117,38 @@ export function httpTable(rows: HttpRow[]): string {
   );
 }
 
-/** The mixed step: each kind's load idle and while import A merges, and the ratio of their p99s. */
+/**
+ * The mixed step: a block per span (idle, each import phase, the whole import), a row per kind.
+ * A judged phase with fewer answers of a kind than the run's minimum shows its ratio, marked `too few`.
+ */
 export function mixedTable(m: MixedRun): string {
-  const rows = m.idle.map((idle, k) => {
-    const busy = m.merging[k]!;
-    return [
-      idle.scenario,
-      String(idle.connections),
-      fmtInt(idle.reqPerSec),
-      fmtInt(busy.reqPerSec),
-      fix(idle.p99, 1),
-      fix(busy.p99, 1),
-      fix(busy.p99 / idle.p99, 2),
-      `<= ${m.p99RatioTarget}`,
-      String(idle.non2xx + busy.non2xx),
-      String(idle.errors + busy.errors),
-    ];
-  });
-  const head = ['request', 'conns', 'idle req/s', 'merging req/s', 'idle p99 ms', 'merging p99 ms', 'x idle p99'];
+  const idleP99 = new Map(m.idle.kinds.map((k) => [k.scenario, k.p99]));
+  const rows = [m.idle, ...m.phases, m.whole].flatMap((span) =>
+    span.kinds.map((k, i) => {
+      const ratio = span === m.idle || k.p99 === undefined ? undefined : k.p99 / idleP99.get(k.scenario)!;
+      const verdict = !span.judged ? '-' : k.requests < m.minRequests ? 'too few' : `<= ${m.p99RatioTarget}`;
+      return [
+        i === 0 ? span.name : '',
+        i === 0 ? fix(span.seconds, 1) : '',
+        k.scenario,
+        String(k.connections),
+        fmtInt(k.requests),
+        fmtInt(k.reqPerSec),
+        fix(k.p50, 1),
+        fix(k.p99, 1),
+        fix(ratio, 2),
+        verdict,
+        String(k.non2xx),
+        String(k.errors),
+      ];
+    }),
+  );
+  const head = ['phase', 'seconds', 'request', 'conns', 'answers', 'req/s', 'p50 ms', 'p99 ms', 'x idle p99'];
   return (
-    `mixed: another account's load, idle and while import A merges (${m.seconds} s each, ` +
-    `${m.mergeOverlapSeconds.toFixed(1)} s of it inside the merge; the import took ${m.importSeconds.toFixed(1)} s)\n` +
+    `mixed: another account's load, idle for ${fix(m.idle.seconds, 1)} s, then from the end of import A's upload ` +
+    `to its success (${fix(m.whole.seconds, 1)} s; the import took ${fix(m.importSeconds, 1)} s); each answer in ` +
+    `the phase its request was sent in; p50/p99 exact; a phase's p99 judged from ` +
+    `${fmtInt(m.minRequests)} answers of a kind\n` +
     table([...head, 'target', 'non-2xx', 'errors'], rows)
   );
 }
