@@ -42,9 +42,9 @@ const rowReader = new RowReader(columns, new BrandIndex([]), []);
 /** What the import stores for one cell of column `name`: a value, not sent, or a malformed row. */
 function stagedCell(name: string, cell: string): { value: unknown } | 'empty' | 'malformed' {
   const cells = columns.map((c) => (c.type === 'identity' ? 'a@b.co' : c.name === name ? cell : ''));
-  const line = rowReader.line(1, cells);
-  if (line === undefined) return 'malformed';
-  const attributes = JSON.parse(line.split('\t')[3]!.replaceAll('\\\\', '\\')) as Record<string, unknown>;
+  const row = rowReader.read(1, cells);
+  if (row === undefined) return 'malformed';
+  const attributes = JSON.parse(`{${row.attributes}}`) as Record<string, unknown>;
   return Object.hasOwn(attributes, name) ? { value: attributes[name] } : 'empty';
 }
 

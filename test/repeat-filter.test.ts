@@ -11,13 +11,14 @@ import { importBed } from './helpers/import-bed';
 
 const bed = importBed();
 const md5 = (s: string) => Bun.MD5.hash(s, 'hex') as string;
+const md5Bytes = (s: string) => Bun.MD5.hash(s) as Uint8Array;
 
 async function repeatsOf(table: string, emails: string[], expected: number): Promise<Set<string>> {
   const sql = bed.db.sql;
   await sql.unsafe(`drop table if exists ${table}`);
   await sql.unsafe(repeatsTableDdl(table));
   const filter = new RepeatFilter(sql, table, crypto.randomUUID(), expected);
-  for (const e of emails) filter.add(md5(e));
+  for (const e of emails) filter.add(md5Bytes(e));
   await filter.close();
   const rows = await sql.unsafe<{ m: string }[]>(`select replace(email_md5::text, '-', '') as m from ${table}`);
   expect(rows.length).toBe(filter.count);

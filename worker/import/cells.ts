@@ -12,10 +12,11 @@ import {
 } from '../../src/schema/values';
 
 /**
- * One CSV data row → one line of COPY text for the staging table, or undefined when the row is
+ * One CSV data row → the staging table's fields of it (StagedRow), or undefined when the row is
  * malformed. This runs once per row of files up to 25 million rows, so it avoids what it can:
- * no regex per cell, no object per cell, attributes JSON built as text, md5 through Bun's native
- * one-shot hash.
+ * no regex per cell, no object per cell (one StagedRow is reused for every row), attributes JSON
+ * built as text, md5 through Bun's native one-shot hash into bytes (its hex text cost more than the
+ * hash; staging-binary.ts writes the bytes as they are).
  *
  * Attribute cells are read by the service's one reader of attribute values (readText of
  * src/schema/values.ts, the same rule as a request's text): trimmed, an empty cell is "not sent",
@@ -53,6 +54,21 @@ export class BrandIndex {
   }
 }
 
+/** What the staging table holds of one row (rowsTableDdl), as the read phase hands it to the COPY. */
+export interface StagedRow {
+  rowNo: number;
+  /** md5 of the lowercased email, 16 bytes */
+  md5: Uint8Array;
+  /** the email as written, trimmed */
+  email: string;
+  /** the members of the attributes' JSON object, without its braces (`"a":1,"b":"x"`) */
+  attributes: string;
+  /** the brands' ids, each once; undefined for none */
+  brandIds: string[] | undefined;
+  /** how many attributes the row sent */
+  attributeCount: number;
+}
+
 export class RowReader {
   private readonly kinds: number[];
   /** The attribute type of each column (`string` for Email and Brand, which are not read by type). */
@@ -62,14 +78,21 @@ export class RowReader {
   /** Column indexes in the order their keys are written (see jsonbKeyOrder). */
   private readonly order: number[];
   /**
-   * Why the last row `line` refused was refused, and the index of the column at fault (-1: the
+   * Why the last row `read` refused was refused, and the index of the column at fault (-1: the
    * row as a whole). Set only on a refusal, so the common path pays nothing for it; with several
    * faults in one row it names the first one met (cells are read in jsonbKeyOrder).
    */
   reason: Reason = 'wrong_field_count';
   column = -1;
-  /** The md5 (32 hex digits) of the email of the last row `line` took. */
-  md5 = '';
+  /** The last row `read` took; overwritten by the next call (its md5 bytes too). */
+  readonly row: StagedRow = {
+    rowNo: 0,
+    md5: new Uint8Array(16),
+    email: '',
+    attributes: '',
+    brandIds: undefined,
+    attributeCount: 0,
+  };
 
   constructor(
     columns: readonly Column[],
@@ -82,15 +105,14 @@ export class RowReader {
     this.order = jsonbKeyOrder(columns);
   }
 
-  /** The staging line `row_no, email_md5, email, attributes, brand_ids, attribute_count` (COPY text), or undefined. */
-  line(rowNo: number, cells: readonly string[]): string | undefined {
+  /** The row's staging fields (this.row, reused), or undefined when the row is malformed. */
+  read(rowNo: number, cells: readonly string[]): StagedRow | undefined {
     const kinds = this.kinds;
     if (cells.length !== kinds.length) return this.refuse('wrong_field_count', -1);
     let email: string | undefined;
     let json = '';
     let sent = 0;
     let brandIds: string[] | undefined;
-    let backslash = false;
     const order = this.order;
     for (let k = 0; k < order.length; k++) {
       const i = order[k]!;
@@ -106,10 +128,6 @@ export class RowReader {
             i,
           );
         if (value === NOT_SENT) continue;
-        // A backslash comes only from a JSON escape, in a string (its JSON is then longer than the
-        // quoted text; a length test, as indexOf would flatten the concatenated text) or a list.
-        if (type === 'string' ? value.length !== text.length + 2 : type === 'array' && value.indexOf('\\') !== -1)
-          backslash = true;
         json += json.length === 0 ? this.keys[i]! + value : `,${this.keys[i]!}${value}`;
         sent++;
         continue;
@@ -135,13 +153,14 @@ export class RowReader {
       brandIds ??= [];
       if (!brandIds.includes(id)) brandIds.push(id);
     }
-    const md5 = (this.md5 = Bun.MD5.hash(email.toLowerCase(), 'hex') as string);
-    // COPY text format reads backslash escapes; JSON's own escapes must survive it. JSON has no raw
-    // tab or newline, and a valid address has neither backslash nor control characters.
-    if (backslash) json = json.replaceAll('\\', '\\\\');
-    const brands =
-      brandIds === undefined ? '{}' : brandIds.length === 1 ? `{${brandIds[0]!}}` : `{${brandIds.join(',')}}`;
-    return `${rowNo}\t${md5}\t${email}\t{${json}}\t${brands}\t${sent}\n`;
+    const row = this.row;
+    Bun.MD5.hash(email.toLowerCase(), row.md5);
+    row.rowNo = rowNo;
+    row.email = email;
+    row.attributes = json;
+    row.brandIds = brandIds;
+    row.attributeCount = sent;
+    return row;
   }
 
   private refuse(reason: Reason, column: number): undefined {

@@ -2,31 +2,34 @@ import { once } from 'node:events';
 import type { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import type postgres from 'postgres';
+import type { StagedRow } from './cells';
+import { StagingBytes } from './staging-binary';
 
 type Conn = postgres.ReservedSql<{}>;
 
-/** Text handed to the socket per write; large enough that per-write overhead vanishes. */
-const SEGMENT_CHARS = 64 * 1024;
+/** Bytes handed to the socket per write; large enough that per-write overhead vanishes. */
+const SEGMENT_BYTES = 64 * 1024;
 /**
- * Queued text above which the parser is paused, and below half of which it resumes. Small on
- * purpose: queued lines are many small strings, and a 4M-character queue measured ~50 MB more peak
- * RSS, and a peak that grew with the length of the run.
+ * Queued bytes above which the parser is paused, and below half of which it resumes. Small on
+ * purpose: a 4M-character queue of text measured ~50 MB more peak RSS, and a peak that grew with
+ * the length of the run.
  */
-const HIGH_WATER_CHARS = 1024 * 1024;
+const HIGH_WATER_BYTES = 1024 * 1024;
 
 /**
- * COPYs staging lines into one table on a reserved connection, outside any transaction (a COPY
- * that fails inside `sql.begin` can hang the transaction). One COPY statement per `batchSize` rows.
+ * COPYs staged rows into one table on a reserved connection, outside any transaction (a COPY that
+ * fails inside `sql.begin` can hang the transaction), in PostgreSQL's binary format
+ * (staging-binary.ts). One COPY statement per `batchSize` rows.
  *
- * The parser appends lines synchronously; a pump writes queued segments to the socket in the
+ * The parser adds rows synchronously; a pump writes queued segments to the socket in the
  * background, so PostgreSQL ingests one segment while the worker parses the next. When the queue
  * passes the high-water mark the caller pauses its input until `whenReady()` resolves: memory stays
  * bounded whatever the file size.
  */
 export class CopySink {
-  private readonly queue: { text: string; endsStatement: boolean }[] = [];
-  private queuedChars = 0;
-  private current = '';
+  private readonly queue: { data: Buffer; endsStatement: boolean }[] = [];
+  private queuedBytes = 0;
+  private readonly bytes = new StagingBytes(SEGMENT_BYTES + 16 * 1024);
   private rowsInStatement = 0;
   private writable: Writable | undefined;
   private pumping: Promise<void> | undefined;
@@ -43,22 +46,23 @@ export class CopySink {
     private readonly batchSize: number,
   ) {}
 
-  add(line: string): void {
-    this.current += line;
+  add(row: StagedRow): void {
+    if (this.rowsInStatement === 0) this.bytes.header();
+    this.bytes.row(row);
     this.rows++;
     if (++this.rowsInStatement >= this.batchSize) this.cut(true);
-    else if (this.current.length >= SEGMENT_CHARS) this.cut(false);
+    else if (this.bytes.length >= SEGMENT_BYTES) this.cut(false);
   }
 
   /** False when the caller should pause its input until `whenReady()`; throws a COPY failure. */
   get ready(): boolean {
     if (this.failure !== undefined) throw this.failure;
-    return this.queuedChars < HIGH_WATER_CHARS;
+    return this.queuedBytes < HIGH_WATER_BYTES;
   }
 
   whenReady(): Promise<void> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
-    if (this.queuedChars < HIGH_WATER_CHARS / 2) return Promise.resolve();
+    if (this.queuedBytes < HIGH_WATER_BYTES / 2) return Promise.resolve();
     return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
   }
 
@@ -85,10 +89,13 @@ export class CopySink {
   }
 
   private cut(endsStatement: boolean): void {
-    this.queue.push({ text: this.current, endsStatement });
-    this.queuedChars += this.current.length;
-    this.current = '';
-    if (endsStatement) this.rowsInStatement = 0;
+    if (endsStatement) {
+      this.bytes.trailer();
+      this.rowsInStatement = 0;
+    }
+    const data = this.bytes.take();
+    this.queue.push({ data, endsStatement });
+    this.queuedBytes += data.length;
     if (!this.running) {
       this.running = true;
       this.pumping = this.pump();
@@ -102,9 +109,9 @@ export class CopySink {
         this.writable ??= await this.open();
         const w = this.writable;
         if (this.failure !== undefined) break; // aborted while the COPY was starting
-        const more = segment.text.length === 0 || w.write(segment.text);
+        const more = w.write(segment.data);
         this.queue.shift();
-        this.queuedChars -= segment.text.length;
+        this.queuedBytes -= segment.data.length;
         if (!more) await once(w, 'drain');
         if (segment.endsStatement) {
           this.writable = undefined;
@@ -132,14 +139,14 @@ export class CopySink {
   private async open(): Promise<Writable> {
     const w = await this.conn`
       copy ${this.conn(this.table)} (row_no, email_md5, email, attributes, brand_ids, attribute_count)
-      from stdin`.writable();
+      from stdin with (format binary)`.writable();
     // Errors surface through write/drain/finished; this keeps a late one from going unhandled.
     w.on('error', () => {});
     return w;
   }
 
   private wake(): void {
-    if (this.queuedChars >= HIGH_WATER_CHARS / 2) return;
+    if (this.queuedBytes >= HIGH_WATER_BYTES / 2) return;
     for (const w of this.waiters.splice(0)) w.resolve();
   }
 }

@@ -112,10 +112,10 @@ export async function readPhase(p: Pipeline): Promise<Step> {
         }
         rowNo++;
         const bad = flagged?.has(i);
-        const line = bad ? undefined : reader.line(rowNo, cells);
-        if (line !== undefined) {
-          sink.add(line);
-          repeats?.add(reader.md5);
+        const row = bad ? undefined : reader.read(rowNo, cells);
+        if (row !== undefined) {
+          sink.add(row);
+          repeats?.add(row.md5);
           continue;
         }
         malformed++;
