@@ -1,8 +1,10 @@
+import { COPY_BINARY_HEADER, COPY_BINARY_TRAILER } from '../../src/copy-binary';
 import type { StagedRow } from './cells';
 
 /**
  * The staging table's rows (rowsTableDdl's columns but `account_id`, which its default fills) in
- * PostgreSQL's binary COPY format: a COPY statement's bytes are HEADER, the rows, then TRAILER.
+ * PostgreSQL's binary COPY format: a COPY statement's bytes are the header, the rows, then the
+ * trailer (src/copy-binary.ts).
  *
  * Binary, not text: PostgreSQL parses every uuid, int and `uuid[]` of a text COPY (the array's
  * parser is a general one, and slow), and the worker had to write the md5 as 32 hex digits and
@@ -11,9 +13,6 @@ import type { StagedRow } from './cells';
  * machine; into text columns without any parse 4.6 s (bench/README.md, session 19). Only the
  * attributes are still parsed: jsonb's binary input is a version byte and the JSON text.
  */
-export const HEADER = Buffer.concat([Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'), Buffer.alloc(8)]);
-/** A field count of -1 ends the data. */
-export const TRAILER = Buffer.from([0xff, 0xff]);
 
 const FIELDS = 6; // row_no, email_md5, email, attributes, brand_ids, attribute_count
 const UUID_OID = 2950;
@@ -32,13 +31,13 @@ export class StagingBytes {
   }
 
   header(): void {
-    this.ensure(HEADER.length);
-    this.length += HEADER.copy(this.buf, this.length);
+    this.ensure(COPY_BINARY_HEADER.length);
+    this.length += COPY_BINARY_HEADER.copy(this.buf, this.length);
   }
 
   trailer(): void {
-    this.ensure(TRAILER.length);
-    this.length += TRAILER.copy(this.buf, this.length);
+    this.ensure(COPY_BINARY_TRAILER.length);
+    this.length += COPY_BINARY_TRAILER.copy(this.buf, this.length);
   }
 
   row(r: StagedRow): void {

@@ -1,3 +1,4 @@
+import { COPY_BINARY_HEADER, COPY_BINARY_TRAILER } from '../../copy-binary';
 import { normaliseRecord, type ListFormat } from '../records';
 
 export interface LineCounts {
@@ -6,10 +7,6 @@ export interface LineCounts {
   /** Non-blank lines that did not. */
   malformed: number;
 }
-
-// COPY BINARY framing: signature, flags, header extension length; a -1 field count ends the data.
-const COPY_HEADER = Buffer.concat([Buffer.from('PGCOPY\n\xff\r\n\0', 'latin1'), Buffer.alloc(8)]);
-const COPY_TRAILER = Buffer.from([0xff, 0xff]);
 
 const NL = 0x0a;
 const COMMA = 0x2c;
@@ -142,7 +139,7 @@ export function recordRows(format: ListFormat, counts: LineCounts) {
 
 /** A binary COPY stream around tuples: the header, the tuples, the trailer. Also a pipeline stage. */
 export async function* copyFraming(tuples: AsyncIterable<Buffer>): AsyncGenerator<Buffer> {
-  yield COPY_HEADER;
+  yield COPY_BINARY_HEADER;
   yield* tuples;
-  yield COPY_TRAILER;
+  yield COPY_BINARY_TRAILER;
 }
