@@ -1,8 +1,9 @@
 // dropAccountContacts: a truncate when the account holds every contact and event, else a delete that
-// leaves every other account's rows as they were.
+// leaves every other account's rows as they were; and the schema an account of each shape gets.
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { createTestDatabase, type TestDatabase } from '../test/helpers/db';
 import { createBenchAccount, dropAccountContacts } from './account';
+import { SHAPES } from './shapes';
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -49,4 +50,19 @@ test('alone in both tables: a truncate, which leaves the tables empty', async ()
   expect(after!.node).not.toBe(before!.node);
   expect(Number((await db.sql`select count(*) as n from contacts`)[0]!.n)).toBe(0);
   expect(Number((await db.sql`select count(*) as n from brand_subscribe_events`)[0]!.n)).toBe(0);
+});
+
+test('an account of the narrow shape: its five attributes with their types, no brands', async () => {
+  const a = await createBenchAccount(db.sql, 'narrow shape', SHAPES.narrow);
+  const attributes = await db.sql<{ name: string; type: string }[]>`
+    select name, type from schema_attributes where account_id = ${a.id} order by name`;
+  expect(attributes.map((r) => [r.name, r.type])).toEqual([
+    ['active', 'boolean'],
+    ['backup_email', 'email'],
+    ['labels', 'array'],
+    ['nickname', 'string'],
+    ['visits', 'number'],
+  ]);
+  expect(a.brandIds).toEqual([]);
+  expect(Number((await db.sql`select count(*) as n from brands where account_id = ${a.id}`)[0]!.n)).toBe(0);
 });

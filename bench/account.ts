@@ -1,21 +1,26 @@
 /**
  * A fresh benchmark account, created with SQL like the test fixtures: a full-scope key, the
- * dataset's schema attributes (in COLUMNS order) and its brands.
+ * schema attributes of a file shape (in its columns' order) and its brands (the wide shape's; the
+ * narrow shape has no Brand column and its account no brands).
  */
 import { cacheChanged } from '../src/auth/cache';
 import { newKey } from '../src/auth/keys';
 import { ALL_SCOPES } from '../src/auth/scopes';
 import type { Sql } from '../src/db';
-import { ATTRIBUTES, BRANDS } from './dataset';
+import { SHAPES, type Shape } from './shapes';
 
 export interface BenchAccount {
   id: string;
   key: string;
-  /** brand ids by index into BRANDS */
+  /** brand ids by index into the shape's brands (BRANDS of dataset.ts for the wide shape) */
   brandIds: string[];
 }
 
-export async function createBenchAccount(sql: Sql, label: string): Promise<BenchAccount> {
+export async function createBenchAccount(
+  sql: Sql,
+  label: string,
+  shape: Pick<Shape, 'attributes' | 'brands'> = SHAPES.wide,
+): Promise<BenchAccount> {
   return sql.begin(async (tx) => {
     const [account] = await tx<{ id: string }[]>`insert into accounts (name) values (${`bench ${label}`}) returning id`;
     const id = account!.id;
@@ -25,10 +30,10 @@ export async function createBenchAccount(sql: Sql, label: string): Promise<Bench
       values (${id}, ${k.id}, ${k.secretSha256}, ${tx.array([...ALL_SCOPES])})`;
     // As the admin CLI does: the account's key counter moves (and its cache_versions row exists).
     await cacheChanged(tx, id, 'api_keys', k.id);
-    for (const a of ATTRIBUTES)
+    for (const a of shape.attributes)
       await tx`insert into schema_attributes (account_id, name, type) values (${id}, ${a.name}, ${a.type})`;
     const brandIds: string[] = [];
-    for (const name of BRANDS) {
+    for (const name of shape.brands) {
       const [b] = await tx<
         { id: string }[]
       >`insert into brands (account_id, name) values (${id}, ${name}) returning id`;

@@ -4,6 +4,10 @@
  * without memory and the verifier recomputes the expected contact of any row without the file.
  * Variant 0 is import A's file; variant 1 (import B) keeps every email and row kind but changes
  * every attribute value, so each row of B is an update.
+ *
+ * This is the wide shape (Email, Brand and 11 attributes, ~187 bytes a row); narrow.ts is the
+ * narrow one (6 columns, ~75 bytes) and shapes.ts sets the two side by side. The types, the hash
+ * and the helpers over a shape's duplicates (lastRowOf, sampleNormalOf) serve both.
  */
 import { createHash } from 'node:crypto';
 
@@ -37,7 +41,7 @@ export interface Row {
   attributes: Record<string, Value>;
 }
 
-const FIRST = [
+export const FIRST = [
   'Ada',
   'Alan',
   'Grace',
@@ -234,21 +238,36 @@ export function rowAt(i: number, variant: number): Row {
   return { kind, cells: [email, brandCell, ...attrCells], email, brands, attributes: values };
 }
 
+/** How a shape places its duplicates: what lastRowOf and sampleNormalOf need of a row model. */
+export interface RowKinds {
+  kindOf(i: number): Kind;
+  /** the normal row whose email duplicate row i repeats */
+  dupTarget(i: number): number;
+  /** a duplicate's target lies at most this many rows before it, non-normal rows skipped besides */
+  reach: number;
+}
+
 /** The last row of the file carrying normal row j's email: j itself or its last duplicate. */
-export function lastRowFor(j: number, rows: number): number {
+export function lastRowOf(model: RowKinds, j: number, rows: number): number {
   let last = j;
-  for (let i = j + 1; i < Math.min(rows, j + 1200); i++)
-    if (baseKind(i) === 'duplicate' && dupTarget(i) === j) last = i;
+  for (let i = j + 1; i < Math.min(rows, j + model.reach + 200); i++)
+    if (model.kindOf(i) === 'duplicate' && model.dupTarget(i) === j) last = i;
   return last;
 }
 
 /** `count` normal rows spread evenly over the file (deterministic), for read-back checks and HTTP load. */
-export function sampleNormalRows(rows: number, count: number, salt = 0): number[] {
+export function sampleNormalOf(model: RowKinds, rows: number, count: number, salt = 0): number[] {
   const out: number[] = [];
   for (let k = 0; k < count && k < rows; k++) {
     let i = Math.floor(((k + (hash(k, 60 + salt) % 1000) / 1000) * rows) / count);
-    while (i < rows && baseKind(i) !== 'normal') i++;
+    while (i < rows && model.kindOf(i) !== 'normal') i++;
     if (i < rows) out.push(i);
   }
   return [...new Set(out)];
 }
+
+/** The wide shape's duplicates: 1 % of rows, up to 1000 rows after their target. */
+export const WIDE_KINDS: RowKinds = { kindOf: baseKind, dupTarget, reach: 1000 };
+export const lastRowFor = (j: number, rows: number) => lastRowOf(WIDE_KINDS, j, rows);
+export const sampleNormalRows = (rows: number, count: number, salt = 0) =>
+  sampleNormalOf(WIDE_KINDS, rows, count, salt);

@@ -3,7 +3,7 @@
  * them beside the run's data. When it does not (disk.ts decides: at 25M rows with import B the two
  * files are ~10 GB of a machine's ~80), the run is lean: each file is deleted as soon as a step has
  * read it, so no file takes space while the imports' data peaks, and generated again (the same
- * bytes: the generator is a pure function of rows and variant) before a later step reads it. A 25M
+ * bytes: the generator is a pure function of shape, rows and variant) before a later step reads it. A 25M
  * file takes about a minute to generate, outside every timed span.
  */
 import { existsSync } from 'node:fs';
@@ -26,7 +26,7 @@ export class RunFiles {
   /** `file` on disk, generated again when a lean run deleted it. */
   async ready(file: FileMeta): Promise<void> {
     if (!this.generated.has(file.path) || existsSync(file.path)) return;
-    const again = await generateCsv(file.path, file.rows, file.variant, this.log);
+    const again = await generateCsv(file.path, file.rows, file.variant, this.log, file.shape);
     if (again.bytes !== file.bytes || again.normal !== file.normal)
       throw new Error(`${file.path} generated again differs: ${again.bytes} bytes, not ${file.bytes}`);
   }

@@ -1,13 +1,14 @@
 /**
- * Writes the benchmark CSV for `rows` data rows of a variant, streamed to disk in chunks (memory
- * stays flat whatever the size), and a `.meta.json` beside it with what the file holds. A file whose
- * meta matches (same rows, variant and generator version) is reused instead of written again.
- * Run alone: `bun bench/generate.ts --rows 1000 --variant 0 --out /tmp/c.csv`.
+ * Writes the benchmark CSV for `rows` data rows of a shape and variant, streamed to disk in chunks
+ * (memory stays flat whatever the size), and a `.meta.json` beside it with what the file holds. A
+ * file whose meta matches (same shape, rows, variant and generator version) is reused instead of
+ * written again.
+ * Run alone: `bun bench/generate.ts --rows 1000 --variant 0 --shape narrow --out /tmp/c.csv`.
  */
 import { existsSync } from 'node:fs';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { COLUMNS, rowAt } from './dataset';
+import { SHAPE_NAMES, SHAPES, type ShapeName } from './shapes';
 import { Progress } from './report';
 
 /** Bump when dataset.ts changes what it writes, so cached files are regenerated. */
@@ -17,6 +18,8 @@ const CHUNK_ROWS = 20_000;
 export interface FileMeta {
   version: number;
   path: string;
+  /** absent in the metas of files cached before the narrow shape: those are wide */
+  shape?: ShapeName;
   rows: number;
   variant: number;
   bytes: number;
@@ -26,13 +29,14 @@ export interface FileMeta {
   malformed: number;
 }
 
-async function cached(path: string, rows: number, variant: number): Promise<FileMeta | undefined> {
+async function cached(path: string, rows: number, variant: number, shape: ShapeName): Promise<FileMeta | undefined> {
   const meta = (await Bun.file(`${path}.meta.json`)
     .json()
     .catch(() => undefined)) as FileMeta | undefined;
   if (
     !meta ||
     meta.version !== GENERATOR_VERSION ||
+    (meta.shape ?? 'wide') !== shape ||
     meta.rows !== rows ||
     meta.variant !== variant ||
     !existsSync(path)
@@ -41,8 +45,14 @@ async function cached(path: string, rows: number, variant: number): Promise<File
   return (await stat(path)).size === meta.bytes ? meta : undefined;
 }
 
-export async function generateCsv(path: string, rows: number, variant: number, log = console.error): Promise<FileMeta> {
-  const reuse = await cached(path, rows, variant);
+export async function generateCsv(
+  path: string,
+  rows: number,
+  variant: number,
+  log = console.error,
+  shape: ShapeName = 'wide',
+): Promise<FileMeta> {
+  const reuse = await cached(path, rows, variant, shape);
   if (reuse) {
     log(`[generate] reusing ${path} (${(reuse.bytes / 1e6).toFixed(1)} MB)`);
     return reuse;
@@ -52,8 +62,9 @@ export async function generateCsv(path: string, rows: number, variant: number, l
   await rm(tmp, { force: true });
   const writer = Bun.file(tmp).writer({ highWaterMark: 4 << 20 });
   const counts = { normal: 0, duplicates: 0, malformed: 0 };
-  const progress = new Progress(`generate ${variant ? 'B' : 'A'}`, rows, 'rows');
-  const header = `${COLUMNS.join(',')}\n`;
+  const { columns, rowAt, suffix } = SHAPES[shape];
+  const progress = new Progress(`generate ${variant ? 'B' : 'A'}${suffix}`, rows, 'rows');
+  const header = `${columns.join(',')}\n`;
   writer.write(header);
   let bytes = Buffer.byteLength(header);
   for (let start = 0; start < rows; start += CHUNK_ROWS) {
@@ -74,7 +85,7 @@ export async function generateCsv(path: string, rows: number, variant: number, l
   }
   await writer.end();
   progress.done();
-  const meta: FileMeta = { version: GENERATOR_VERSION, path, rows, variant, bytes, ...counts };
+  const meta: FileMeta = { version: GENERATOR_VERSION, path, shape, rows, variant, bytes, ...counts };
   if ((await stat(tmp)).size !== bytes)
     throw new Error(`generator wrote ${(await stat(tmp)).size} bytes, expected ${bytes}`);
   await rename(tmp, path);
@@ -87,11 +98,15 @@ if (import.meta.main) {
     const at = process.argv.indexOf(`--${name}`);
     return at > 0 ? (process.argv[at + 1] ?? fallback) : fallback;
   };
+  const shape = arg('shape', 'wide') as ShapeName;
+  if (!SHAPE_NAMES.includes(shape)) throw new Error(`--shape takes ${SHAPE_NAMES.join(', ')}`);
   const started = performance.now();
   const meta = await generateCsv(
     arg('out', '/tmp/bench-contacts.csv'),
     Number(arg('rows', '1000')),
     Number(arg('variant', '0')),
+    console.error,
+    shape,
   );
   const secs = (performance.now() - started) / 1000;
   console.log(

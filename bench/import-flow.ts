@@ -13,11 +13,11 @@ import { pipeline } from 'node:stream/promises';
 import type { Sql } from '../src/db';
 import { cpuDelta, type CpuSample } from './cpu';
 import type { BenchAccount } from './account';
-import { COLUMNS } from './dataset';
 import type { RunFiles } from './files';
 import type { FileMeta } from './generate';
 import { Progress } from './report';
 import { procKb, readOffset, resetPeakRss } from './services';
+import { shapeOf } from './shapes';
 
 export interface ImportView {
   id: string;
@@ -183,7 +183,7 @@ export async function runImportFlow(
     'POST',
     '/v1/contact-imports',
     {
-      columns: COLUMNS,
+      columns: shapeOf(file).columns,
       duplicateContactStrategy: opts.strategy,
     },
   );

@@ -7,9 +7,9 @@ import { createReadStream } from 'node:fs';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Sql } from '../src/db';
-import { COLUMNS } from './dataset';
 import type { FileMeta } from './generate';
 import { Progress } from './report';
+import { shapeOf } from './shapes';
 
 const TABLE = 'bench_l1_copy';
 
@@ -20,11 +20,13 @@ export interface L1Result {
 }
 
 export async function runL1(sql: Sql, file: FileMeta): Promise<L1Result> {
-  const columns = COLUMNS.map((_, c) => `c${c} text`).join(', ');
+  const columns = shapeOf(file)
+    .columns.map((_, c) => `c${c} text`)
+    .join(', ');
   await sql.unsafe(`drop table if exists ${TABLE}`);
   await sql.unsafe(`create unlogged table ${TABLE} (${columns})`);
   try {
-    const progress = new Progress('L1 copy', Math.round(file.bytes / 1e6), 'MB');
+    const progress = new Progress(`L1 copy${shapeOf(file).suffix}`, Math.round(file.bytes / 1e6), 'MB');
     let sent = 0;
     const counter = new Transform({
       transform(chunk: Buffer, _enc, done) {

@@ -1,14 +1,16 @@
 /**
  * Checks after every timed import: the counters against what the generator knows, the contacts
  * table against the counters, and a sample of contacts read back through GET /v1/contacts/{md5}
- * against the row model (last row per email wins; B changes every value; brands accumulate).
+ * against the row model of the file's shape (last row per email wins; B changes every value;
+ * brands accumulate).
  */
 import { deepStrictEqual } from 'node:assert';
 import type { Sql } from '../src/db';
 import type { BenchAccount } from './account';
-import { ATTRIBUTES, lastRowFor, md5Hex, rowAt, sampleNormalRows, type Value } from './dataset';
+import { md5Hex, type Value } from './dataset';
 import type { FileMeta } from './generate';
 import type { ImportView } from './import-flow';
+import { shapeOf, type Shape } from './shapes';
 
 export class VerificationError extends Error {}
 
@@ -67,16 +69,18 @@ interface ContactBody {
 }
 
 /** Attributes the row model says the contact holds after the given variants were imported in order. */
-function expectedContact(j: number, rows: number, variants: number[], account: BenchAccount) {
-  const last = lastRowFor(j, rows);
+function expectedContact(shape: Shape, j: number, rows: number, variants: number[], account: BenchAccount) {
+  const last = shape.lastRowFor(j, rows);
   const brands = new Set<string>();
   let attributes: Record<string, Value> = {};
   for (const v of variants) {
-    const row = rowAt(last, v);
+    const row = shape.rowAt(last, v);
     attributes = { ...attributes, ...row.attributes }; // overwrite: every sent value replaces, unsent ones stay
     for (const b of row.brands) brands.add(account.brandIds[b]!);
   }
-  return { email: rowAt(j, 0).email, attributes, brandIds: [...brands].sort() };
+  // The identity once lowercased: the contact keeps the last row's spelling (the narrow shape's
+  // capitals, its upper-case repeats).
+  return { email: shape.rowAt(j, 0).email.toLowerCase(), attributes, brandIds: [...brands].sort() };
 }
 
 /**
@@ -91,10 +95,11 @@ export async function checkSample(
   count: number,
   label: string,
 ): Promise<number> {
-  const names = new Set<string>(ATTRIBUTES.map((a) => a.name));
-  const samples = sampleNormalRows(file.rows, count);
+  const shape = shapeOf(file);
+  const names = new Set<string>(shape.attributes.map((a) => a.name));
+  const samples = shape.sampleNormalRows(file.rows, count);
   for (const j of samples) {
-    const want = expectedContact(j, file.rows, variants, account);
+    const want = expectedContact(shape, j, file.rows, variants, account);
     const md5 = md5Hex(want.email);
     const res = await fetch(`${ctx.baseUrl}/v1/contacts/${md5}`, {
       headers: { authorization: `Bearer ${account.key}` },
@@ -115,12 +120,12 @@ export async function checkSample(
       );
     } catch (e) {
       throw new VerificationError(
-        `${label}: contact of row ${j} (last row ${lastRowFor(j, file.rows)}) differs from the model: ` +
+        `${label}: contact of row ${j} (last row ${shape.lastRowFor(j, file.rows)}) differs from the model: ` +
           (e as Error).message,
       );
     }
     if (variants.length > 1) {
-      const before = expectedContact(j, file.rows, variants.slice(0, -1), account).attributes;
+      const before = expectedContact(shape, j, file.rows, variants.slice(0, -1), account).attributes;
       for (const [k, v] of Object.entries(before))
         expect(JSON.stringify(stored[k]) !== JSON.stringify(v), `${label}: row ${j} attribute ${k} did not change`);
     }
