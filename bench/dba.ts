@@ -1,10 +1,10 @@
 /**
  * Step `dba`: the hand-written peer. What a skilled engineer would do with psql on the same file:
  * COPY it into an UNLOGGED table of text columns, then one INSERT … SELECT DISTINCT ON … ON CONFLICT
- * … DO UPDATE (bench/dba/upsert.sql) into a fresh account's contacts; then the same for file B over
- * them. Timed per file from the COPY's start to the upsert's commit. Verified after timing: the
- * upsert wrote one row per distinct good email of the file, and the account holds as many contacts
- * as import A gives (the file's normal rows).
+ * … DO UPDATE (bench/dba/upsert.sql, or the file shape's own: upsert-narrow.sql) into a fresh
+ * account's contacts; then the same for file B over them. Timed per file from the COPY's start to
+ * the upsert's commit. Verified after timing: the upsert wrote one row per distinct good email of
+ * the file, and the account holds as many contacts as import A gives (the file's normal rows).
  *
  * It runs in a database of its own on the embedded PostgreSQL, migrated like the service's and
  * dropped after the step: at 25M rows its contacts after file B take ~45 GB, which the imports that
@@ -17,13 +17,13 @@ import { pipeline } from 'node:stream/promises';
 import type { Sql } from '../src/db';
 import { createBenchAccount, dropAccountContacts } from './account';
 import { cpuDelta, databaseProbes, sampleCpu, type CpuProbe, type CpuSample } from './cpu';
-import { COLUMNS } from './dataset';
 import type { RunFiles } from './files';
 import type { FileMeta } from './generate';
 import type { Infra } from './services';
+import { shapeOf, type Shape, type ShapeName } from './shapes';
 
 const TABLE = 'dba_rows';
-const UPSERT = await Bun.file(new URL('./dba/upsert.sql', import.meta.url)).text();
+const upsertOf = (shape: Shape) => Bun.file(new URL(`./dba/${shape.upsertFile}`, import.meta.url)).text();
 
 export interface DbaFileRun {
   file: 'A' | 'B';
@@ -38,6 +38,7 @@ export interface DbaFileRun {
 }
 
 export interface DbaRun {
+  shape: ShapeName;
   accountId: string;
   a: DbaFileRun;
   b?: DbaFileRun;
@@ -54,15 +55,16 @@ export async function runDba(
   const sql = scratch?.sql ?? infra.sql;
   // The same server whichever database: its CPU, for what a row costs the peer against the import.
   const probes = await databaseProbes(infra.databaseUrl);
-  const ctx = { sql, runFiles, probes, log };
+  const shape = shapeOf(files.a);
+  const ctx = { sql, runFiles, probes, log, shape, upsert: await upsertOf(shape) };
   try {
-    const account = await createBenchAccount(sql, `${runId} dba`);
+    const account = await createBenchAccount(sql, `${runId} dba${shape.suffix}`, shape);
     try {
       const a = await loadFile(ctx, account.id, files.a, 'A');
-      await expectContacts(sql, account.id, files.a.normal, 'after file A');
+      await expectContacts(sql, account.id, files.a.normal, `after file A${shape.suffix}`);
       const b = files.b ? await loadFile(ctx, account.id, files.b, 'B') : undefined;
-      if (files.b) await expectContacts(sql, account.id, files.b.normal, 'after file B');
-      return { accountId: account.id, a, b };
+      if (files.b) await expectContacts(sql, account.id, files.b.normal, `after file B${shape.suffix}`);
+      return { shape: shape.name, accountId: account.id, a, b };
     } finally {
       await sql.unsafe(`drop table if exists ${TABLE}`);
       if (!scratch) await dropAccountContacts(sql, account.id);
@@ -77,22 +79,26 @@ interface LoadContext {
   runFiles: RunFiles;
   probes: CpuProbe[];
   log: (m: string) => void;
+  shape: Shape;
+  /** the shape's statement */
+  upsert: string;
 }
 
 async function loadFile(
-  { sql, runFiles, probes, log }: LoadContext,
+  { sql, runFiles, probes, log, shape, upsert }: LoadContext,
   accountId: string,
   file: FileMeta,
   name: 'A' | 'B',
 ): Promise<DbaFileRun> {
-  const columns = COLUMNS.map((c) => c.toLowerCase());
+  const columns = shape.columns.map((c) => c.toLowerCase());
+  const label = `file ${name}${shape.suffix}`;
   await sql.unsafe(`drop table if exists ${TABLE}`);
   // row_no: the file's order, which DISTINCT ON needs to keep each email's last row.
   const text = columns.map((c) => `${c} text`).join(', ');
   const list = columns.join(', ');
   await sql.unsafe(`create unlogged table ${TABLE} (row_no bigint generated always as identity, ${text})`);
   await runFiles.ready(file);
-  log(`[dba] file ${name}: COPY, then the upsert`);
+  log(`[dba] ${label}: COPY, then the upsert`);
   const cpuStart = await sampleCpu(probes);
   const started = performance.now();
   const writable = await sql
@@ -107,13 +113,13 @@ async function loadFile(
   const resumed = performance.now();
   const result = await sql.begin(async (tx) => {
     await tx`set local work_mem = '1GB'`; // the DISTINCT ON's sort in memory, as the import's dedupe
-    return tx.unsafe(UPSERT, [accountId]);
+    return tx.unsafe(upsert, [accountId]);
   });
   const done = performance.now();
   const cpuDone = await sampleCpu(probes);
   const upserted = result.count;
   if (upserted !== file.normal)
-    throw new Error(`dba file ${name}: the upsert wrote ${upserted} contacts, the file has ${file.normal} good emails`);
+    throw new Error(`dba ${label}: the upsert wrote ${upserted} contacts, the file has ${file.normal} good emails`);
   const run = {
     file: name,
     seconds: (copied - started + (done - resumed)) / 1000,
@@ -122,7 +128,7 @@ async function loadFile(
     upserted,
     cpu: probes.length ? { copy: cpuDelta(cpuStart, cpuCopied), upsert: cpuDelta(cpuCopied, cpuDone) } : undefined,
   };
-  log(`[dba] file ${name}: ${run.seconds.toFixed(2)} s (COPY ${run.copySeconds.toFixed(2)} s), ${upserted} contacts`);
+  log(`[dba] ${label}: ${run.seconds.toFixed(2)} s (COPY ${run.copySeconds.toFixed(2)} s), ${upserted} contacts`);
   return run;
 }
 
