@@ -27,8 +27,8 @@ export interface PoolContact {
 }
 export type Scenario = 'GET' | 'POST' | 'PATCH';
 
-/** Issue 15's targets: the API's req/s over the baseline server's. */
-export const MIN_RATIO: Record<Scenario, number> = { GET: 0.75, POST: 0.6, PATCH: 0.6 };
+/** The API's req/s over the baseline server's: issue 35's targets (issue 15's were 0.75, 0.6, 0.6). */
+export const MIN_RATIO: Record<Scenario, number> = { GET: 0.85, POST: 0.7, PATCH: 0.7 };
 export const GET_P99_MS = 25;
 
 /** The n-th request of a scenario; `tag` makes POST emails and PATCH values unique to this run. */
