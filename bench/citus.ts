@@ -6,23 +6,23 @@
  * (bench/README.md). The cluster is started from an empty database and stopped at the end.
  */
 import { createBenchAccount } from './account';
-import type { DbaRun } from './dba';
 import { checkDiskSpace } from './disk';
 import type { FileMeta } from './generate';
 import type { HttpOptions } from './http';
 import type { ImportOptions, ImportRun } from './import-flow';
 import type { HttpRow } from './report';
 import { once, startInfra, startService } from './services';
+import type { ShapeRun } from './shape-steps';
 import { cpuSampler, httpStep, importA } from './steps';
 import { contactStorage, type ContactStorage } from './storage';
 
 export interface DatabaseRun {
   /** `single node`, or `citus 1+2` (the coordinator and 2 workers) */
   label: string;
+  /** the wide file A's import, which the cluster runs again */
   importA?: ImportRun;
-  /** import B (the single node only), and the dba step's files, for the CPU table */
-  importB?: ImportRun;
-  dba?: DbaRun;
+  /** each file shape's dba step and imports (the single node only), for the CPU table */
+  shapes?: ShapeRun[];
   http: HttpRow[];
   /** the contacts after import A */
   storage?: ContactStorage;

@@ -1,9 +1,11 @@
-// The bench's disk check: what it asks for, and that it stops a run that cannot fit.
+// The bench's disk check: what it asks for (the wide shape's run, the narrow shape's and the 1M runs
+// beside it), and that it stops a run that cannot fit.
 import { afterAll, expect, test } from 'bun:test';
 import { mkdir, rm, statfs, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { checkDiskSpace, neededBytes, walOnDisk } from './disk';
+import { diskPlan, shapePaths } from './run-plan';
 
 const dir = join(tmpdir(), `bench-disk-${process.pid}`);
 afterAll(() => rm(dir, { recursive: true, force: true }));
@@ -105,4 +107,58 @@ test("the WAL on disk: the segments in the embedded server's pg_wal, nothing els
   await writeFile(join(data, 'postgres', 'pg_wal', '000000010000000000000002'), Buffer.alloc(1024));
   await writeFile(join(data, 'postgres', 'pg_wal', '00000002.history'), 'x');
   expect(await walOnDisk(data)).toBe(5120);
+});
+
+test('the narrow shape and the 1M runs are parts of their own: peaks beside the main one, files added', async () => {
+  await mkdir(dir, { recursive: true });
+  const rows = 25_000_000;
+  const wide = rows * 200;
+  const narrow = rows * 80;
+  const missing = (name: string) => join(dir, `missing-${name}.csv`);
+  const a = join(dir, 'a.csv');
+  await writeFile(a, 'cached');
+  const narrowPart = {
+    shape: 'narrow' as const,
+    rows,
+    files: [missing('na'), missing('nb')],
+    importA: true,
+    importB: true,
+  };
+  // With import B the narrow shape peaks at 20 of its own files, below the wide one's 12.
+  const plan = { dataDir: dir, rows, files: [a, missing('b')], importA: true, importB: true, others: [narrowPart] };
+  expect(neededBytes(plan)).toBe(wide + 2 * narrow + 12 * wide + 8e9);
+  // Lean: the file on disk comes back before the peak; the others' are made and deleted one at a time.
+  expect(neededBytes(plan, { lean: true })).toBe(12 * wide + 8e9 - wide);
+  // Alone (`--shapes narrow`), the narrow shape's peak is the run's: 20 × its file B, 12 × with A alone.
+  const alone = { dataDir: dir, rows, files: [], importA: false, importB: false, others: [narrowPart] };
+  expect(neededBytes(alone)).toBe(2 * narrow + 20 * narrow + 8e9);
+  expect(neededBytes({ ...alone, others: [{ ...narrowPart, importB: false, files: [missing('na')] }] })).toBe(
+    narrow + 12 * narrow + 8e9,
+  );
+  // A 1M part of a 25M run adds its files, and its peak stays below the main one.
+  const small = { shape: 'wide' as const, rows: 1_000_000, files: [missing('1m-a')], importA: true, importB: false };
+  expect(neededBytes({ ...plan, others: [narrowPart, small] })).toBe(200e6 + wide + 2 * narrow + 12 * wide + 8e9);
+  // Only 1M rows: WAL as the largest part writes it.
+  const only1M = { dataDir: dir, rows: 1000, files: [], importA: false, importB: false, others: [small] };
+  expect(neededBytes(only1M)).toBe(200e6 + 7.5 * 200e6 + 700e6);
+});
+
+test("the default run at 25M rows: both shapes peak at the wide import B's 12 × + WAL", () => {
+  const opts = {
+    rows: 25_000_000,
+    steps: ['l1', 'dba', 'a', 'b', 'http', 'mixed'],
+    shapes: ['wide', 'narrow'] as const,
+    citusWorkers: 0,
+  };
+  const files = join(dir, 'none-yet');
+  const paths = shapePaths({ ...opts, shapes: [...opts.shapes] }, files);
+  expect(paths.map((p) => [p.shape, basename(p.a), basename(p.b!)])).toEqual([
+    ['narrow', 'contacts-25000000-narrow-a.csv', 'contacts-25000000-narrow-b.csv'],
+    ['wide', 'contacts-25000000-a.csv', 'contacts-25000000-b.csv'],
+  ]);
+  const plan = diskPlan({ ...opts, shapes: [...opts.shapes] }, paths, undefined, dir, 0);
+  expect(plan.others?.map((p) => [p.shape, p.rows])).toEqual([['narrow', 25_000_000]]);
+  const wide = 5e9;
+  expect(neededBytes(plan)).toBe(2 * wide + 2 * 2e9 + 12 * wide + 8e9);
+  expect(neededBytes(plan, { lean: true })).toBe(12 * wide + 8e9);
 });

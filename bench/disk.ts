@@ -27,6 +27,15 @@
  * (bench/index.ts), which then peaks like import A alone: it adds nothing either. (When it did not,
  * its import added a third set of contacts beside A's and B's: 5 × more, 108 GB for the default steps.)
  *
+ * The narrow shape's steps run before the wide shape's and drop their contacts before them
+ * (bench/shape-steps.ts): a part of the run with a peak of its own (DiskPart), not added to the
+ * wide import B's. A narrow row is 40 % of a wide row's bytes but not of its contact, staged
+ * row and merge row (their fixed parts weigh more), so its peaks are more of its own files: at
+ * 200,000 rows, sampled every 0.3 s (base directory and uploaded objects), narrow A peaked at
+ * 11.9 × its file and B at 19.2 × file B, where the wide shape peaked at 7.6 × and 13.8 × at the same
+ * size (7.5 × and 11.5 × at 25M): 12 × and 20 ×. At 25M rows that is ~40 GB with the WAL for the
+ * narrow import B, below the wide one's ~68 GB, so the default run's peak stays the wide one's.
+ *
  * The generated files take space too. When the data directory cannot hold them beside that peak,
  * the run is lean (files.ts): each file is deleted after a step has read it and generated again
  * before the next step that reads it, so at the peak no file is on disk, and the files already
@@ -35,9 +44,13 @@
 import { existsSync } from 'node:fs';
 import { readdir, stat, statfs } from 'node:fs/promises';
 import { join } from 'node:path';
+import type { ShapeName } from './shapes';
 
-/** Bytes per row of the generated files (A 188, B 198 on the bench's generator). */
-const FILE_BYTES_PER_ROW = 200;
+/**
+ * Bytes per row of the generated files: wide A 188, B 198; narrow A 74, B 79 (at 1M rows; an
+ * email is a character longer at 25M).
+ */
+export const FILE_BYTES_PER_ROW: Record<ShapeName, number> = { wide: 200, narrow: 80 };
 /** WAL kept between checkpoints: the embedded cluster's max_wal_size (src/embedded/postgres.ts). */
 const WAL_BYTES = 8e9;
 /** WAL bytes one imported row writes (contact heap tuple + primary key entry, measured 660). */
@@ -50,11 +63,28 @@ const SECOND_IMPORT_FILES = 13;
 const SECOND_IMPORT_AFTER_B_FILES = 15;
 /** The peak with import A alone, in files (see above). */
 const IMPORT_A_FILES = 7.5;
+/** The narrow shape's peaks in its own files, import A alone and with B (see above). */
+const NARROW_FILES = { a: 12, b: 20 };
+
+/**
+ * A part of the run that starts from an empty contacts table and leaves it so: the narrow shape's
+ * steps (its contacts dropped before the wide shape's imports).
+ * Its peak is its own, beside the run's main one, not on top of it.
+ */
+export interface DiskPart {
+  shape: ShapeName;
+  rows: number;
+  /** its generated files */
+  files: string[];
+  importA: boolean;
+  importB: boolean;
+}
 
 export interface DiskPlan {
   dataDir: string;
+  /** the wide shape's part, the run's main one (the steps after the imports read its file A) */
   rows: number;
-  /** the generated files the run reads (files.ts), generated first when missing */
+  /** the wide shape's generated files the run reads (files.ts), generated first when missing */
   files: string[];
   /** files made from them that the run keeps whatever the disk (the report step's clean file) */
   derived?: string[];
@@ -63,6 +93,8 @@ export interface DiskPlan {
   importB: boolean;
   /** another import of file A into another account while A's contacts stay */
   secondImport?: boolean;
+  /** the other parts, each peaking alone (see DiskPart) */
+  others?: DiskPart[];
   /** the WAL kept between checkpoints, when not one embedded PostgreSQL's (a cluster's nodes each keep theirs) */
   walBytes?: number;
   /**
@@ -78,23 +110,38 @@ export interface DiskPlan {
  * which the run deletes before it.
  */
 export function neededBytes(plan: DiskPlan, opts: { lean?: boolean } = {}): number {
-  const file = plan.rows * FILE_BYTES_PER_ROW;
-  const missing = plan.files.filter((f) => !existsSync(f)).length;
+  const file = plan.rows * FILE_BYTES_PER_ROW.wide;
+  const others = plan.others ?? [];
+  const files = [
+    ...plan.files.map((path) => ({ path, bytes: file })),
+    ...others.flatMap((p) => p.files.map((path) => ({ path, bytes: p.rows * FILE_BYTES_PER_ROW[p.shape] }))),
+  ];
+  const sum = (list: { bytes: number }[]) => list.reduce((s, f) => s + f.bytes, 0);
+  const missing = files.filter((f) => !existsSync(f.path));
+  const onDisk = sum(files) - sum(missing);
+  const largest = Math.max(0, ...files.map((f) => f.bytes));
   const derived = (plan.derived ?? []).filter((f) => !existsSync(f)).length * file;
-  const wal = Math.max(0, Math.min(plan.walBytes ?? WAL_BYTES, plan.rows * WAL_BYTES_PER_ROW) - (plan.walOnDisk ?? 0));
-  const peak = peakFiles(plan);
-  if (peak === 0) return derived + (opts.lean ? Math.min(missing, 1) : missing) * file;
-  const data = derived + peak * file + wal;
-  if (!opts.lean) return missing * file + data;
-  return Math.max(file, data - (plan.files.length - missing) * file);
+  const rows = Math.max(plan.rows, ...others.map((p) => p.rows));
+  const wal = Math.max(0, Math.min(plan.walBytes ?? WAL_BYTES, rows * WAL_BYTES_PER_ROW) - (plan.walOnDisk ?? 0));
+  const peak = Math.max(peakFiles(plan) * file, ...others.map(partPeak));
+  if (peak === 0) return derived + (opts.lean ? Math.max(0, ...missing.map((f) => f.bytes)) : sum(missing));
+  const data = derived + peak + wal;
+  if (!opts.lean) return sum(missing) + data;
+  return Math.max(largest, data - onDisk);
 }
 
-/** The imports' peak in files (see above); 0 when nothing is imported. */
+/** The main part's peak in files (see above); 0 when nothing is imported. */
 function peakFiles(plan: DiskPlan): number {
   if (plan.importB && plan.secondImport) return SECOND_IMPORT_AFTER_B_FILES;
   if (plan.importB) return IMPORT_B_FILES;
   if (plan.secondImport) return SECOND_IMPORT_FILES;
   return plan.importA ? IMPORT_A_FILES : 0;
+}
+
+/** Another part's peak in bytes: its imports' in its own files. */
+function partPeak(p: DiskPart): number {
+  const files = p.shape === 'wide' ? { a: IMPORT_A_FILES, b: IMPORT_B_FILES } : NARROW_FILES;
+  return (p.importB ? files.b : p.importA ? files.a : 0) * p.rows * FILE_BYTES_PER_ROW[p.shape];
 }
 
 /**

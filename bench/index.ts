@@ -1,26 +1,26 @@
 /**
  * `bun run bench [-- --rows N] [--duration S] [--connections C] [--strict] [--lean]
- *   [--steps l1,dba,a,b,http,profile,gzip,report,fair] [--citus] [--citus-workers N]`
+ *   [--steps l1,dba,a,b,http,profile,gzip,report,fair] [--shapes wide,narrow] [--citus]
+ *   [--citus-workers N]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
- * L1, the dba step, import A, import B and the HTTP load (and, when asked for, profile, gzip, report
- * and fair), verifies each after timing, prints the tables and writes bench/results/<timestamp>.json.
- * With --citus, import A and the HTTP step run again on the embedded Citus cluster after that, and a
- * table sets the two side by side with what each node's CPU did per row and per request.
+ * L1, the dba step, import A and import B for each file shape (shape-steps.ts), then the HTTP load
+ * (and, when asked for, profile, gzip, report and fair) on the wide shape, verifies each after
+ * timing, prints the tables and writes
+ * bench/results/<timestamp>.json. With --citus, import A and the HTTP step run again on the embedded
+ * Citus cluster after that, and a table sets the two side by side with what each node's CPU did per
+ * row and per request.
  * Exit 1 when a run or a verification fails (and with --strict when a target is missed).
  */
 import { join } from 'node:path';
 import { mkdir } from 'node:fs/promises';
 import { abandonOpenBenchImports, createBenchAccount, dropAccountContacts } from './account';
-import { runDba, type DbaRun } from './dba';
 import { checkDiskSpace, walOnDisk } from './disk';
 import { RunFiles } from './files';
 import { fairLine, fairTargets, runFair, type FairRun } from './fair';
 import { generateCsv } from './generate';
 import { gzipFile, runGzipImport, type GzipRun } from './gzip-import';
 import { type HttpOptions } from './http';
-import { runImportFlow, type ImportRun } from './import-flow';
 import { runMixed, type MixedRun } from './mixed';
-import { runL1, type L1Result } from './l1';
 import { profileRead, readProfileLine } from './profile-read';
 import {
   describeMachine,
@@ -35,12 +35,14 @@ import {
   type HttpRow,
   type LoadRow,
 } from './report';
-import { cleanFile, cleanPath, runReportCost, type ReportCostFile } from './report-cost';
+import { cleanFile, runReportCost, type ReportCostFile } from './report-cost';
+import { diskPlan, otherStepsReadWideA, shapePaths, type FilePaths } from './run-plan';
 import { childFailures, once, startInfra, startService, type Infra } from './services';
-import { checkImport } from './verify';
-import { evaluateTargets, mixedTargets, phaseTable, reportCostTargets, type Target } from './summary';
+import { copySteps, importSteps, loadRows, type ShapeRun } from './shape-steps';
+import { SHAPE_NAMES, SHAPES, type ShapeName } from './shapes';
+import { cpuTargets, evaluateTargets, mixedTargets, phaseTable, reportCostTargets, type Target } from './summary';
 import { runOnCitus, type DatabaseRun } from './citus';
-import { cpuSampler, httpStep, importA } from './steps';
+import { cpuSampler, httpStep } from './steps';
 import { contactStorage } from './storage';
 
 /**
@@ -52,12 +54,10 @@ import { contactStorage } from './storage';
  * file and one more set of contacts)
  * and `fair` (file A into a fresh account alone, then while 20 other accounts each import 10 rows
  * 10 s into it, then alone again: as long as three imports of A, and disk for three more sets).
+ * Each of them reads the wide file A, whatever `--shapes` says.
  */
 const STEPS = ['l1', 'dba', 'a', 'b', 'http', 'mixed', 'profile', 'gzip', 'report', 'fair'] as const;
 const DEFAULT_STEPS: Step[] = ['l1', 'dba', 'a', 'b', 'http', 'mixed'];
-/** Issue 15's targets: import A and B as multiples of L1, and of the dba step for the same file. */
-const TARGET_X_L1 = { a: 8, b: 11 } as const;
-const TARGET_X_DBA = 0.5;
 type Step = (typeof STEPS)[number];
 
 function parseArgs(argv: string[]) {
@@ -69,6 +69,8 @@ function parseArgs(argv: string[]) {
     samples: 200,
     pollMs: 1000,
     steps: DEFAULT_STEPS,
+    /** the file shapes of steps l1, dba, a and b (bench/shapes.ts) */
+    shapes: [...SHAPE_NAMES] as ShapeName[],
     strict: false,
     /** delete each generated file after its read even when the disk could keep it (bench/files.ts) */
     lean: false,
@@ -87,6 +89,14 @@ function parseArgs(argv: string[]) {
       if (!Number.isInteger(n) || n < min) throw new Error(`${flag} must be an integer >= ${min}`);
       return n;
     };
+    const list = <T extends string>(allowed: readonly T[]): T[] => {
+      const items = value()
+        .split(',')
+        .map((s) => s.trim()) as T[];
+      const bad = items.find((s) => !allowed.includes(s));
+      if (bad !== undefined) throw new Error(`${flag} takes ${allowed.join(',')}; got "${bad}"`);
+      return items;
+    };
     if (flag === '--rows') opts.rows = num(1000);
     else if (flag === '--duration') opts.duration = num(1);
     else if (flag === '--warmup') opts.warmup = num(0);
@@ -97,17 +107,13 @@ function parseArgs(argv: string[]) {
     else if (flag === '--lean') opts.lean = true;
     else if (flag === '--citus') opts.citusWorkers ||= 2;
     else if (flag === '--citus-workers') opts.citusWorkers = num(1);
-    else if (flag === '--steps') {
-      const steps = value()
-        .split(',')
-        .map((s) => s.trim()) as Step[];
-      const bad = steps.find((s) => !STEPS.includes(s));
-      if (bad) throw new Error(`--steps takes ${STEPS.join(',')}; got "${bad}"`);
-      opts.steps = steps;
-    } else if (flag === '--help' || flag === '-h') {
+    else if (flag === '--steps') opts.steps = list(STEPS);
+    else if (flag === '--shapes') opts.shapes = list(SHAPE_NAMES);
+    else if (flag === '--help' || flag === '-h') {
       console.error(
         'usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--connections C] [--samples K] ' +
-          `[--poll-ms MS] [--steps ${STEPS.join(',')}] [--strict] [--lean] [--citus] [--citus-workers N]`,
+          `[--poll-ms MS] [--steps ${STEPS.join(',')}] [--shapes ${SHAPE_NAMES.join(',')}] ` +
+          '[--strict] [--lean] [--citus] [--citus-workers N]',
       );
       process.exit(2);
     } else throw new Error(`unknown flag ${flag} (see --help)`);
@@ -125,7 +131,10 @@ async function main(): Promise<number> {
   const opts = parseArgs(process.argv.slice(2));
   const runId = new Date().toISOString().replace(/\D/g, '').slice(0, 14);
   const has = (s: Step) => opts.steps.includes(s);
-  log(`[bench] run ${runId}: ${opts.rows.toLocaleString('en-US')} rows, steps ${opts.steps.join(',')}`);
+  log(
+    `[bench] run ${runId}: ${opts.rows.toLocaleString('en-US')} rows, steps ${opts.steps.join(',')}, ` +
+      `shapes ${opts.shapes.join(',')}`,
+  );
   const infra: Infra = await startInfra(log);
   // With --citus the single node is stopped (its database dropped) before the cluster starts.
   const stopInfra = once(() => infra.stop({ drop: opts.citusWorkers > 0 }));
@@ -138,44 +147,47 @@ async function main(): Promise<number> {
     result.machine = await describeMachine(pg);
     const dir = join(infra.config.dataDir, 'files');
     await mkdir(dir, { recursive: true });
-    const paths = { a: join(dir, `contacts-${opts.rows}-a.csv`), b: join(dir, `contacts-${opts.rows}-b.csv`) };
+    const paths = shapePaths(opts, dir);
+    const widePath = join(dir, SHAPES.wide.fileName(opts.rows, 0));
+    const wideAPath = paths.some((p) => p.shape === 'wide') || otherStepsReadWideA(opts) ? widePath : undefined;
     // Only the embedded cluster keeps its data (and the uploaded objects) in the data directory.
     let lean = opts.lean;
     if (!infra.config.databaseUrl) {
-      const files = [paths.a, ...(has('b') ? [paths.b] : [])];
-      const derived = has('report') ? [cleanPath(paths.a)] : [];
-      // gzip, report or fair after A: A's contacts stay while a second import of A, into another
-      // account, peaks (the report step deletes each of its runs' contacts before the next). The mixed
-      // step drops them first: its import peaks like import A alone.
-      const secondImport = has('a') && (has('gzip') || has('report') || has('fair'));
-      const importA = has('a') || has('gzip') || has('report') || has('fair') || has('dba') || has('mixed');
-      // Import B, and the dba step's statement for file B, load B over A's contacts.
-      const importB = has('b');
       const dataDir = infra.config.dataDir;
-      const walSegments = await walOnDisk(dataDir);
-      const plan = { dataDir, rows: opts.rows, files, derived, importA, importB, secondImport, walOnDisk: walSegments };
+      const plan = diskPlan(opts, paths, wideAPath, dataDir, await walOnDisk(dataDir));
       lean = (await checkDiskSpace(plan, log, { lean })).lean;
     }
-    const fileA = await generateCsv(paths.a, opts.rows, 0, log);
-    const fileB = has('b') ? await generateCsv(paths.b, opts.rows, 1, log) : undefined;
-    const fileGz = has('gzip') ? await gzipFile(fileA, log) : undefined;
-    const fileClean = has('report') ? await cleanFile(fileA, log) : undefined;
-    result.files = { a: fileA, b: fileB, gzip: fileGz, clean: fileClean, lean };
-    const runFiles = new RunFiles(lean, fileB ? [fileA, fileB] : [fileA], log);
+    const generate = async (shape: ShapeName, p: FilePaths, rows: number) => ({
+      a: await generateCsv(p.a, rows, 0, log, shape),
+      b: p.b ? await generateCsv(p.b, rows, 1, log, shape) : undefined,
+    });
+    const runs: ShapeRun[] = [];
+    for (const p of paths) runs.push({ shape: p.shape, files: await generate(p.shape, p, opts.rows) });
+    const wideRun = runs.find((r) => r.shape === 'wide');
+    // The tables show the wide shape first, the bench's file since its start.
+    const shown = SHAPE_NAMES.flatMap((name) => runs.filter((r) => r.shape === name));
+    const wideA = wideRun?.files.a ?? (wideAPath ? await generateCsv(wideAPath, opts.rows, 0, log) : undefined);
+    const fileA = () => {
+      if (!wideA) throw new Error('no wide file A was generated for this step');
+      return wideA;
+    };
+    const fileGz = has('gzip') ? await gzipFile(fileA(), log) : undefined;
+    const fileClean = has('report') ? await cleanFile(fileA(), log) : undefined;
+    const shapeFiles = runs.map((r) => ({ shape: r.shape, ...r.files }));
+    result.files = { shapes: shapeFiles, wideA, gzip: fileGz, clean: fileClean, lean };
+    const generated = [
+      ...runs.flatMap((r) => (r.files.b ? [r.files.a, r.files.b] : [r.files.a])),
+      ...(wideA && !wideRun ? [wideA] : []),
+    ];
+    const runFiles = new RunFiles(lean, generated, log);
+    result.shapes = runs;
 
-    let l1: L1Result | undefined;
-    if (has('l1')) {
-      await runFiles.ready(fileA);
-      result.l1 = l1 = await runL1(infra.sql, fileA);
-      await runFiles.read(fileA);
-    }
-    let dba: DbaRun | undefined;
-    if (has('dba')) result.dba = dba = await runDba(infra, runId, { a: fileA, b: fileB }, runFiles, log);
+    for (const run of runs) await copySteps(infra, runId, run, { l1: has('l1'), dba: has('dba') }, runFiles, log);
     let profile: Awaited<ReturnType<typeof profileRead>> | undefined;
     if (has('profile')) {
-      await runFiles.ready(fileA);
-      result.readProfile = profile = await profileRead(infra.sql, fileA.path, log);
-      await runFiles.read(fileA);
+      await runFiles.ready(fileA());
+      result.readProfile = profile = await profileRead(infra.sql, fileA().path, log);
+      await runFiles.read(fileA());
     }
 
     if (infra.config.databaseUrl) {
@@ -194,60 +206,50 @@ async function main(): Promise<number> {
       timeoutSeconds: Math.max(600, Math.ceil(opts.rows / 2000)),
       files: runFiles,
     };
-    const imports: Record<string, ImportRun> = {};
-    const single: DatabaseRun = { label: 'single node', http: [], dba };
-    if (has('a')) {
-      imports.a = single.importA = await importA(
-        ctx,
-        account,
-        fileA,
-        { ...importOpts, samples: opts.samples, sampleCpu },
-        log,
-      );
-      if (opts.citusWorkers) single.storage = await contactStorage(infra.sql);
+    const single: DatabaseRun = { label: 'single node', http: [], shapes: shown };
+    const steps = { a: has('a'), b: has('b') };
+    const shapeImportOpts = { ...importOpts, samples: opts.samples, sampleCpu };
+    for (const run of has('a') ? runs : []) {
+      // The wide shape's account is the run's (the HTTP step reads its contacts); another shape's its own.
+      const own =
+        run.shape === 'wide'
+          ? account
+          : await createBenchAccount(infra.sql, `${runId} ${run.shape}`, SHAPES[run.shape]);
+      // With --citus, the wide contacts' bytes after import A, as the cluster measures them.
+      const storage = async () => {
+        if (run.shape === 'wide' && opts.citusWorkers) single.storage = await contactStorage(infra.sql);
+      };
+      await importSteps(ctx, run, own, steps, shapeImportOpts, runId, log, storage);
     }
-    if (has('b') && fileB) {
-      const run =
-        (imports.b =
-        single.importB =
-          await runImportFlow(ctx, account, fileB, 'import B', { ...importOpts, strategy: 'overwrite', sampleCpu }));
-      await checkImport(ctx, account, fileB, run.view, {
-        label: 'import B',
-        mode: 'updated',
-        variants: [0, 1],
-        samples: opts.samples,
-      });
-      log(`[bench] import B verified: ${JSON.stringify(run.view)}`);
-    }
+    single.importA = wideRun?.importA;
     let gzipRun: GzipRun | undefined;
     if (fileGz) {
       gzipRun = await runGzipImport(
         ctx,
         runId,
-        fileA,
+        fileA(),
         fileGz,
         { ...importOpts, strategy: 'overwrite', samples: opts.samples },
         log,
       );
-      imports.gzip = gzipRun;
+      result.gzip = gzipRun;
     }
-    result.imports = imports;
     let reportCost: ReportCostFile[] | undefined;
     if (fileClean) {
       const reportOpts = { ...importOpts, strategy: 'overwrite' as const, samples: opts.samples };
-      reportCost = await runReportCost(ctx, service, runId, { a: fileA, clean: fileClean }, reportOpts, log);
+      reportCost = await runReportCost(ctx, service, runId, { a: fileA(), clean: fileClean }, reportOpts, log);
       result.reportCost = reportCost;
     }
     let fair: FairRun | undefined;
     if (has('fair')) {
       const fairOpts = { ...importOpts, strategy: 'overwrite' as const, samples: opts.samples };
-      result.fair = fair = await runFair(ctx, runId, fileA, fairOpts, log);
+      result.fair = fair = await runFair(ctx, runId, fileA(), fairOpts, log);
     }
 
     let http: HttpRow[] = [];
     const httpOpts: HttpOptions = { connections: opts.connections, seconds: opts.duration, warmupSeconds: opts.warmup };
     if (has('http')) {
-      const importedRows = has('a') ? fileA.rows : 0;
+      const importedRows = wideRun?.importA ? wideRun.files.a.rows : 0;
       result.http =
         single.http =
         http =
@@ -264,11 +266,11 @@ async function main(): Promise<number> {
       };
       // Nothing after needs the run's contacts: gone before the mixed step imports file A into another
       // account, which then peaks like import A alone (after A and B, 25M rows would not fit beside them).
-      if (has('a')) {
+      if (wideRun?.importA) {
         const how = await dropAccountContacts(infra.sql, account.id);
         log(`[bench] mixed: the contacts of the imports before it ${how}`);
       }
-      result.mixed = mixed = await runMixed(ctx, runId, fileA, mixedOpts, log);
+      result.mixed = mixed = await runMixed(ctx, runId, fileA(), mixedOpts, log);
     }
     if (childFailures().length) throw new Error(childFailures().join('; '));
     let citus: DatabaseRun | undefined;
@@ -278,7 +280,7 @@ async function main(): Promise<number> {
       const citusOpts = {
         workers: opts.citusWorkers,
         runId,
-        fileA,
+        fileA: fileA(),
         steps: { a: has('a'), http: has('http') },
         importOpts: { ...importOpts, samples: opts.samples },
         httpOpts,
@@ -288,77 +290,55 @@ async function main(): Promise<number> {
       if (childFailures().length) throw new Error(childFailures().join('; '));
     }
 
-    const load: LoadRow[] = [];
-    if (l1) load.push({ step: 'L1 COPY (baseline)', seconds: l1.seconds, rows: l1.rows, bytes: l1.bytes });
-    for (const key of ['a', 'b'] as const) {
-      const d = dba?.[key];
-      const file = key === 'a' ? fileA : fileB!;
-      if (d)
-        load.push({
-          step: `dba ${key.toUpperCase()} (COPY + upsert)`,
-          seconds: d.seconds,
-          rows: file.rows,
-          bytes: file.bytes,
-          ratioToL1: l1 ? d.seconds / l1.seconds : undefined,
-        });
-    }
-    for (const key of ['a', 'b'] as const) {
-      const run = imports[key];
-      const file = key === 'a' ? fileA : fileB!;
-      const d = dba?.[key];
-      if (run)
-        load.push({
-          step: `import ${key.toUpperCase()}`,
-          seconds: run.seconds,
-          rows: file.rows,
-          bytes: file.bytes,
-          ratioToL1: l1 ? run.seconds / l1.seconds : undefined,
-          target: TARGET_X_L1[key],
-          ratioToDba: d ? run.seconds / d.seconds : undefined,
-          dbaTarget: d ? TARGET_X_DBA : undefined,
-          workerPeakRssMb: run.workerPeakRssMb,
-        });
-    }
+    const load: LoadRow[] = shown.flatMap(loadRows);
     if (gzipRun)
       load.push({
         step: 'import A gzip',
         seconds: gzipRun.seconds,
-        rows: fileA.rows,
-        bytes: fileA.bytes,
-        ratioToL1: l1 ? gzipRun.seconds / l1.seconds : undefined,
+        rows: fileA().rows,
+        bytes: fileA().bytes,
+        ratioToL1: wideRun?.l1 ? gzipRun.seconds / wideRun.l1.seconds : undefined,
         workerPeakRssMb: gzipRun.workerPeakRssMb,
       });
     const targets: Target[] = [
       ...evaluateTargets(load, http),
+      ...cpuTargets(shown),
       ...reportCostTargets(reportCost ?? []),
       ...(fair ? fairTargets(fair) : []),
       ...(mixed ? mixedTargets(mixed) : []),
     ];
     result.targets = targets;
+    const sizes = shown.map((r) => `${SHAPES[r.shape].label('file A')} ${(r.files.a.bytes / 1e9).toFixed(2)} GB`);
+    const files = sizes.length ? ` (${sizes.join(', ')})` : '';
     console.log(
-      `\nBenchmark ${runId}: ${opts.rows.toLocaleString('en-US')} rows (${(fileA.bytes / 1e9).toFixed(2)} GB), ` +
-        `${JSON.stringify(result.machine)}\n`,
+      `\nBenchmark ${runId}: ${opts.rows.toLocaleString('en-US')} rows${files}, ${JSON.stringify(result.machine)}\n`,
     );
     if (load.length) console.log(`${loadTable(load)}\n`);
-    for (const [key, run] of Object.entries(imports))
-      console.log(`import ${key === 'gzip' ? 'A gzip' : key.toUpperCase()} phases: ${phaseTable(run)}\n`);
-    if (gzipRun) console.log(`${gzipLine(fileA, gzipRun, imports.a, l1)}\n`);
+    for (const run of shown)
+      for (const [key, imported] of [
+        ['A', run.importA],
+        ['B', run.importB],
+      ] as const)
+        if (imported) console.log(`${SHAPES[run.shape].label(`import ${key}`)} phases: ${phaseTable(imported)}\n`);
+    if (gzipRun) console.log(`import A gzip phases: ${phaseTable(gzipRun)}\n`);
+    if (gzipRun) console.log(`${gzipLine(fileA(), gzipRun, wideRun?.importA, wideRun?.l1)}\n`);
     if (reportCost) console.log(`${reportCostTable(reportCost)}\n`);
     if (fair) console.log(`${fairLine(fair)}\n`);
     if (profile) console.log(`read phase, component passes over file A: ${readProfileLine(profile)}\n`);
     if (http.length) console.log(`${httpTable(http)}\n`);
     if (mixed) console.log(`${mixedTable(mixed)}\n`);
-    if (citus) console.log(`${sideBySide(single, citus, fileA)}\n`);
-    else if (single.importA?.cpu || single.dba || http.some((h) => h.cpuMsPerRequest))
-      console.log(`${cpuTable([single], fileA)}\n`);
+    if (citus) console.log(`${sideBySide(single, citus, fileA())}\n`);
+    else if (runs.some((r) => r.dba || r.importA?.cpu) || http.some((h) => h.cpuMsPerRequest))
+      console.log(`${cpuTable([single], wideA)}\n`);
     for (const t of targets) {
       const verdict = !t.pass ? 'MISS' : t.judged === false ? 'SKIP' : 'PASS';
       console.log(`${verdict}  ${t.name}: ${t.value} (target ${t.target})`);
     }
     result.verification = 'passed';
+    const imported = runs.some((r) => r.importA) || gzipRun;
     const checked = [
-      Object.keys(imports).length && `import counts, contact totals, ${opts.samples} sampled contacts per import`,
-      dba && 'dba step: contacts written per file and the account total',
+      imported && `import counts, contact totals, ${opts.samples} sampled contacts per import`,
+      runs.some((r) => r.dba) && 'dba step: contacts written per file and the account total',
       reportCost && 'report step: counts and contact totals per run, each report counted per reason or its 404',
       fair && `fair step: import A as import A, each small import's counts and contacts`,
       http.length && 'HTTP answers and end states',

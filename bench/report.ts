@@ -11,6 +11,8 @@ import type { ImportRun } from './import-flow';
 import type { ReportCostFile } from './report-cost';
 import type { MixedRun } from './mixed';
 import type { DatabaseRun } from './citus';
+import type { ShapeRun } from './shape-steps';
+import { SHAPES } from './shapes';
 
 /** Prints `[label] 42% (n/total unit)` on stderr at every 5% step or every 5 s, whichever comes first. */
 export class Progress {
@@ -44,7 +46,8 @@ export class Progress {
 }
 
 export const fmtInt = (n: number) => Math.round(n).toLocaleString('en-US');
-const fix = (n: number | undefined, digits = 1) => (n === undefined || !Number.isFinite(n) ? '-' : n.toFixed(digits));
+export const fix = (n: number | undefined, digits = 1) =>
+  n === undefined || !Number.isFinite(n) ? '-' : n.toFixed(digits);
 
 export interface LoadRow {
   step: string;
@@ -75,7 +78,7 @@ export interface HttpRow {
   cpuMsPerRequest?: Record<string, number>;
 }
 
-function table(head: string[], rows: string[][]): string {
+export function table(head: string[], rows: string[][]): string {
   const widths = head.map((h, c) => Math.max(h.length, ...rows.map((r) => r[c]!.length)));
   const line = (cells: string[]) =>
     cells.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ');
@@ -275,26 +278,37 @@ export function sideBySide(single: DatabaseRun, cluster: DatabaseRun, fileA: Fil
 const rowsPerSecond = (r: DatabaseRun, fileA: FileMeta) => (r.importA ? fileA.rows / r.importA.seconds : undefined);
 const bytesPer = (r: DatabaseRun) => (r.storage?.contacts ? r.storage.bytes / r.storage.contacts : undefined);
 
-/** What each process tree's CPU did per 1M imported rows (each import phase) and per answered request. */
-export function cpuTable(runs: DatabaseRun[], fileA: FileMeta): string {
+/**
+ * What each process tree's CPU did per 1M rows of the file (the dba step's COPY and upsert, each
+ * import phase) and per answered request, by file shape (`import A (narrow) read`). A run without
+ * `shapes` (the cluster's) has the wide file A's import A alone.
+ */
+export function cpuTable(runs: DatabaseRun[], fileA: FileMeta | undefined): string {
   const lines: { name: string; cpu: Record<string, number> }[] = [];
-  const perM = (cpu: Record<string, number>) =>
-    Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, (v * 1e6) / fileA.rows]));
+  const perM = (cpu: Record<string, number>, rows: number) =>
+    Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, (v * 1e6) / rows]));
   for (const r of runs) {
-    for (const [key, d] of [
-      ['A', r.dba?.a],
-      ['B', r.dba?.b],
-    ] as const) {
-      if (!d?.cpu) continue;
-      lines.push({ name: `${r.label}: dba ${key} COPY, s per 1M rows`, cpu: perM(d.cpu.copy) });
-      lines.push({ name: `${r.label}: dba ${key} upsert, s per 1M rows`, cpu: perM(d.cpu.upsert) });
+    const shapes: ShapeRun[] =
+      r.shapes ?? (r.importA && fileA ? [{ shape: 'wide', files: { a: fileA }, importA: r.importA }] : []);
+    for (const s of shapes) {
+      const shape = SHAPES[s.shape];
+      for (const key of ['a', 'b'] as const) {
+        const d = s.dba?.[key];
+        const file = s.files[key];
+        const name = shape.label(`dba ${key.toUpperCase()}`);
+        if (!d?.cpu || !file) continue;
+        lines.push({ name: `${r.label}: ${name} COPY, s per 1M rows`, cpu: perM(d.cpu.copy, file.rows) });
+        lines.push({ name: `${r.label}: ${name} upsert, s per 1M rows`, cpu: perM(d.cpu.upsert, file.rows) });
+      }
+      for (const key of ['a', 'b'] as const) {
+        const run = key === 'a' ? s.importA : s.importB;
+        const file = s.files[key];
+        const name = shape.label(`import ${key.toUpperCase()}`);
+        if (!file) continue;
+        for (const p of run?.cpu ?? [])
+          lines.push({ name: `${r.label}: ${name} ${p.phase}, s per 1M rows`, cpu: perM(p.cpu, file.rows) });
+      }
     }
-    for (const [key, run] of [
-      ['A', r.importA],
-      ['B', r.importB],
-    ] as const)
-      for (const p of run?.cpu ?? [])
-        lines.push({ name: `${r.label}: import ${key} ${p.phase}, s per 1M rows`, cpu: perM(p.cpu) });
     for (const h of r.http)
       if (h.cpuMsPerRequest)
         lines.push({ name: `${r.label}: ${h.scenario} ${h.target}, ms per request`, cpu: h.cpuMsPerRequest });

@@ -1,7 +1,8 @@
 /**
  * Import A and the HTTP step as the bench runs them on any database: the single node of the main run
- * and, with `--citus`, the embedded cluster after it (bench/citus.ts). Each is timed, then verified;
- * with a CPU sampler each also says what its rows or requests cost each process.
+ * and, with `--citus`, the embedded cluster after it (bench/citus.ts); import B on the single node.
+ * Each is timed, then verified; with a CPU sampler each also says what its rows or requests cost
+ * each process. An import's label names its file's shape (`import A (narrow)`).
  */
 import type { BenchAccount } from './account';
 import { databaseProbes, sampleCpu, type CpuSample } from './cpu';
@@ -10,6 +11,7 @@ import { runHttp, type HttpOptions } from './http';
 import { runImportFlow, type ImportOptions, type ImportRun } from './import-flow';
 import type { HttpRow } from './report';
 import type { Infra, Service } from './services';
+import { shapeOf } from './shapes';
 import { startBaseline } from './summary';
 import { checkImport } from './verify';
 
@@ -24,17 +26,38 @@ export async function importA(
   ctx: StepContext,
   account: BenchAccount,
   fileA: FileMeta,
-  opts: Omit<ImportOptions, 'strategy'> & { samples: number },
+  opts: Omit<ImportOptions, 'strategy'> & { samples: number; label?: string },
   log: (m: string) => void,
 ): Promise<ImportRun> {
-  const run = await runImportFlow(ctx, account, fileA, 'import A', { ...opts, strategy: 'overwrite' });
+  const label = opts.label ?? shapeOf(fileA).label('import A');
+  const run = await runImportFlow(ctx, account, fileA, label, { ...opts, strategy: 'overwrite' });
   await checkImport(ctx, account, fileA, run.view, {
-    label: 'import A',
+    label,
     mode: 'added',
     variants: [0],
     samples: opts.samples,
   });
-  log(`[bench] import A verified: ${JSON.stringify(run.view)}`);
+  log(`[bench] ${label} verified: ${JSON.stringify(run.view)}`);
+  return run;
+}
+
+/** Import B of file B (`overwrite`) over import A's contacts in `account`: every row an update, verified so. */
+export async function importB(
+  ctx: StepContext,
+  account: BenchAccount,
+  fileB: FileMeta,
+  opts: Omit<ImportOptions, 'strategy'> & { samples: number; label?: string },
+  log: (m: string) => void,
+): Promise<ImportRun> {
+  const label = opts.label ?? shapeOf(fileB).label('import B');
+  const run = await runImportFlow(ctx, account, fileB, label, { ...opts, strategy: 'overwrite' });
+  await checkImport(ctx, account, fileB, run.view, {
+    label,
+    mode: 'updated',
+    variants: [0, 1],
+    samples: opts.samples,
+  });
+  log(`[bench] ${label} verified: ${JSON.stringify(run.view)}`);
   return run;
 }
 

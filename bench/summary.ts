@@ -11,6 +11,8 @@ import type { ImportRun } from './import-flow';
 import type { HttpRow, LoadRow } from './report';
 import type { MixedRun } from './mixed';
 import type { ReportCostFile } from './report-cost';
+import { SHAPES } from './shapes';
+import type { ShapeRun } from './shape-steps';
 import { spawnChild, stopChild, waitHealthy, type Infra } from './services';
 
 const POOL_SIZE = 5000;
@@ -118,6 +120,38 @@ export function evaluateTargets(load: LoadRow[], http: HttpRow[]): Target[] {
         target: `< ${GET_P99_MS} ms`,
         pass: r.p99 < GET_P99_MS,
       });
+  }
+  return out;
+}
+
+/**
+ * CPU per 1M rows of every process (PostgreSQL, API, importer), all of an import's phases, against
+ * the dba step's COPY + upsert of the same file (PostgreSQL alone: the bench stands for psql):
+ * import A at most 0.9 ×, import B at most 1 ×, for every shape.
+ */
+export const TARGET_CPU_X_DBA = { a: 0.9, b: 1 } as const;
+
+export function cpuTargets(runs: ShapeRun[]): Target[] {
+  const sum = (cpu: Record<string, number>) => Object.values(cpu).reduce((a, b) => a + b, 0);
+  const out: Target[] = [];
+  for (const run of runs) {
+    for (const key of ['a', 'b'] as const) {
+      const imported = key === 'a' ? run.importA : run.importB;
+      const d = run.dba?.[key];
+      const file = run.files[key];
+      if (!imported?.cpu || !d?.cpu || !file) continue;
+      const perM = (seconds: number) => (seconds * 1e6) / file.rows;
+      const mine = perM(imported.cpu.reduce((s, p) => s + sum(p.cpu), 0));
+      const peer = perM(sum(d.cpu.copy) + sum(d.cpu.upsert));
+      const ratio = mine / peer;
+      const step = SHAPES[run.shape].label(`import ${key.toUpperCase()}`);
+      out.push({
+        name: `${step} CPU per 1M rows vs the dba step's (${mine.toFixed(1)} / ${peer.toFixed(1)} s)`,
+        value: `${ratio.toFixed(2)} x`,
+        target: `<= ${TARGET_CPU_X_DBA[key]} x`,
+        pass: ratio <= TARGET_CPU_X_DBA[key],
+      });
+    }
   }
   return out;
 }

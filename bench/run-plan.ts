@@ -1,0 +1,81 @@
+/**
+ * What a run reads, decided from its flags before anything runs: each shape's files for L1, the
+ * dba step and the imports, the wide file A the other
+ * steps read, and what those give bench/disk.ts to estimate.
+ */
+import { join } from 'node:path';
+import type { DiskPart, DiskPlan } from './disk';
+import { cleanPath } from './report-cost';
+import { RUN_ORDER } from './shape-steps';
+import { SHAPES, type ShapeName } from './shapes';
+
+export interface PlanOptions {
+  rows: number;
+  steps: readonly string[];
+  shapes: readonly ShapeName[];
+  citusWorkers: number;
+}
+
+export interface FilePaths {
+  a: string;
+  b?: string;
+}
+
+export interface ShapePaths extends FilePaths {
+  shape: ShapeName;
+}
+
+/** The per-shape steps' files, in RUN_ORDER (none when none of l1, dba, a runs). */
+export function shapePaths(opts: PlanOptions, dir: string): ShapePaths[] {
+  const has = (s: string) => opts.steps.includes(s);
+  if (!has('l1') && !has('dba') && !has('a')) return [];
+  return RUN_ORDER.filter((s) => opts.shapes.includes(s)).map((shape) => {
+    const pair = (rows: number): FilePaths => ({
+      a: join(dir, SHAPES[shape].fileName(rows, 0)),
+      b: has('b') ? join(dir, SHAPES[shape].fileName(rows, 1)) : undefined,
+    });
+    return { shape, ...pair(opts.rows) };
+  });
+}
+
+/** The steps that read the wide file A whatever `--shapes` says (the cluster's side too). */
+export function otherStepsReadWideA(opts: PlanOptions): boolean {
+  const has = (s: string) => opts.steps.includes(s);
+  return has('profile') || has('gzip') || has('report') || has('fair') || has('mixed') || opts.citusWorkers > 0;
+}
+
+/**
+ * The disk plan of the run: the wide shape's part at the run's rows (with the steps after it), and
+ * as a part of its own the narrow shape's steps (shape-steps.ts: they start from an empty contacts
+ * table and drop their contacts after).
+ */
+export function diskPlan(
+  opts: PlanOptions,
+  shapes: ShapePaths[],
+  wideA: string | undefined,
+  dataDir: string,
+  walOnDisk: number,
+): DiskPlan {
+  const has = (s: string) => opts.steps.includes(s);
+  const wide = shapes.find((s) => s.shape === 'wide');
+  const ab = (p: FilePaths) => [p.a, ...(p.b ? [p.b] : [])];
+  const files = wide ? ab(wide) : wideA ? [wideA] : [];
+  const wideImportA = !!wide && (has('a') || has('dba'));
+  // gzip, report or fair after A: A's contacts stay while a second import of A, into another
+  // account, peaks (the report step deletes each of its runs' contacts before the next). The mixed
+  // step drops them first: its import peaks like import A alone.
+  const secondImport = !!wide && has('a') && (has('gzip') || has('report') || has('fair'));
+  const importA = wideImportA || has('gzip') || has('report') || has('fair') || has('mixed');
+  // Import B, and the dba step's statement for file B, load B over A's contacts.
+  const importB = !!wide && has('b');
+  const part = (shape: ShapeName, rows: number, p: FilePaths): DiskPart => ({
+    shape,
+    rows,
+    files: ab(p),
+    importA: has('a') || has('dba'),
+    importB: has('b'),
+  });
+  const others = shapes.filter((s) => s.shape !== 'wide').map((s) => part(s.shape, opts.rows, s));
+  const derived = has('report') && files[0] ? [cleanPath(files[0])] : [];
+  return { dataDir, rows: opts.rows, files, derived, importA, importB, secondImport, others, walOnDisk };
+}
