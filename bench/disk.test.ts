@@ -143,22 +143,40 @@ test('the narrow shape and the 1M runs are parts of their own: peaks beside the 
   expect(neededBytes(only1M)).toBe(200e6 + 7.5 * 200e6 + 700e6);
 });
 
-test("the default run at 25M rows: both shapes peak at the wide import B's 12 × + WAL", () => {
+test("the default run at 25M rows: both shapes and their 1M runs peak at the wide import B's 12 × + WAL", () => {
   const opts = {
     rows: 25_000_000,
     steps: ['l1', 'dba', 'a', 'b', 'http', 'mixed'],
     shapes: ['wide', 'narrow'] as const,
-    citusWorkers: 0,
   };
   const files = join(dir, 'none-yet');
-  const paths = shapePaths({ ...opts, shapes: [...opts.shapes] }, files);
-  expect(paths.map((p) => [p.shape, basename(p.a), basename(p.b!)])).toEqual([
-    ['narrow', 'contacts-25000000-narrow-a.csv', 'contacts-25000000-narrow-b.csv'],
-    ['wide', 'contacts-25000000-a.csv', 'contacts-25000000-b.csv'],
+  const paths = shapePaths({ ...opts, shapes: [...opts.shapes], flatRows: 1_000_000, citusWorkers: 0 }, files);
+  expect(paths.map((p) => [p.shape, basename(p.a), p.flat && basename(p.flat.b!)])).toEqual([
+    ['narrow', 'contacts-25000000-narrow-a.csv', 'contacts-1000000-narrow-b.csv'],
+    ['wide', 'contacts-25000000-a.csv', 'contacts-1000000-b.csv'],
   ]);
-  const plan = diskPlan({ ...opts, shapes: [...opts.shapes] }, paths, undefined, dir, 0);
-  expect(plan.others?.map((p) => [p.shape, p.rows])).toEqual([['narrow', 25_000_000]]);
+  const plan = diskPlan(
+    { ...opts, shapes: [...opts.shapes], flatRows: 1_000_000, citusWorkers: 0 },
+    paths,
+    undefined,
+    dir,
+    0,
+  );
+  expect(plan.others?.map((p) => [p.shape, p.rows])).toEqual([
+    ['narrow', 25_000_000],
+    ['narrow', 1_000_000],
+    ['wide', 1_000_000],
+  ]);
   const wide = 5e9;
-  expect(neededBytes(plan)).toBe(2 * wide + 2 * 2e9 + 12 * wide + 8e9);
+  const filesToMake = 2 * wide + 2 * 2e9 + 2 * 200e6 + 2 * 80e6;
+  expect(neededBytes(plan)).toBe(filesToMake + 12 * wide + 8e9);
   expect(neededBytes(plan, { lean: true })).toBe(12 * wide + 8e9);
+  // --no-flat: no 1M files; at 1M rows there are none either.
+  const noFlat = shapePaths({ ...opts, shapes: [...opts.shapes], flatRows: 0, citusWorkers: 0 }, files);
+  expect(noFlat.every((p) => p.flat === undefined)).toBe(true);
+  const small = shapePaths(
+    { ...opts, rows: 1_000_000, shapes: [...opts.shapes], flatRows: 1_000_000, citusWorkers: 0 },
+    files,
+  );
+  expect(small.every((p) => p.flat === undefined)).toBe(true);
 });

@@ -27,9 +27,10 @@
  * (bench/index.ts), which then peaks like import A alone: it adds nothing either. (When it did not,
  * its import added a third set of contacts beside A's and B's: 5 × more, 108 GB for the default steps.)
  *
- * The narrow shape's steps run before the wide shape's and drop their contacts before them
- * (bench/shape-steps.ts): a part of the run with a peak of its own (DiskPart), not added to the
- * wide import B's. A narrow row is 40 % of a wide row's bytes but not of its contact, staged
+ * The narrow shape's steps run before the wide shape's and drop their contacts before them, and
+ * every shape's 1M runs (the flatness check) run before its own imports and drop theirs
+ * (bench/shape-steps.ts): each is a part of the run with a peak of its own (DiskPart), not added to
+ * the wide import B's. A narrow row is 40 % of a wide row's bytes but not of its contact, staged
  * row and merge row (their fixed parts weigh more), so its peaks are more of its own files: at
  * 200,000 rows, sampled every 0.3 s (base directory and uploaded objects), narrow A peaked at
  * 11.9 × its file and B at 19.2 × file B, where the wide shape peaked at 7.6 × and 13.8 × at the same
@@ -68,7 +69,7 @@ const NARROW_FILES = { a: 12, b: 20 };
 
 /**
  * A part of the run that starts from an empty contacts table and leaves it so: the narrow shape's
- * steps (its contacts dropped before the wide shape's imports).
+ * steps (its contacts dropped before the wide shape's imports), the 1M runs of the flatness check.
  * Its peak is its own, beside the run's main one, not on top of it.
  */
 export interface DiskPart {

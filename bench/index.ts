@@ -1,11 +1,11 @@
 /**
  * `bun run bench [-- --rows N] [--duration S] [--connections C] [--strict] [--lean]
- *   [--steps l1,dba,a,b,http,profile,gzip,report,fair] [--shapes wide,narrow] [--citus]
- *   [--citus-workers N]`
+ *   [--steps l1,dba,a,b,http,profile,gzip,report,fair] [--shapes wide,narrow] [--flat-rows N] [--no-flat]
+ *   [--citus] [--citus-workers N]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
- * L1, the dba step, import A and import B for each file shape (shape-steps.ts), then the HTTP load
- * (and, when asked for, profile, gzip, report and fair) on the wide shape, verifies each after
- * timing, prints the tables and writes
+ * L1, the dba step, import A and import B for each file shape (shape-steps.ts; above 1M rows also on
+ * the shapes' 1M files, flat.ts), then the HTTP load (and, when asked for, profile, gzip, report and
+ * fair) on the wide shape, verifies each after timing, prints the tables and writes
  * bench/results/<timestamp>.json. With --citus, import A and the HTTP step run again on the embedded
  * Citus cluster after that, and a table sets the two side by side with what each node's CPU did per
  * row and per request.
@@ -17,6 +17,7 @@ import { abandonOpenBenchImports, createBenchAccount, dropAccountContacts } from
 import { checkDiskSpace, walOnDisk } from './disk';
 import { RunFiles } from './files';
 import { fairLine, fairTargets, runFair, type FairRun } from './fair';
+import { FLAT_ROWS, flatRows, flatTable, flatTargets, sizeLabel } from './flat';
 import { generateCsv } from './generate';
 import { gzipFile, runGzipImport, type GzipRun } from './gzip-import';
 import { type HttpOptions } from './http';
@@ -71,6 +72,8 @@ function parseArgs(argv: string[]) {
     steps: DEFAULT_STEPS,
     /** the file shapes of steps l1, dba, a and b (bench/shapes.ts) */
     shapes: [...SHAPE_NAMES] as ShapeName[],
+    /** the dba step and the imports on each shape's files of this many rows too, when the run has more (flat.ts) */
+    flatRows: FLAT_ROWS,
     strict: false,
     /** delete each generated file after its read even when the disk could keep it (bench/files.ts) */
     lean: false,
@@ -105,6 +108,8 @@ function parseArgs(argv: string[]) {
     else if (flag === '--poll-ms') opts.pollMs = num(100);
     else if (flag === '--strict') opts.strict = true;
     else if (flag === '--lean') opts.lean = true;
+    else if (flag === '--no-flat') opts.flatRows = 0;
+    else if (flag === '--flat-rows') opts.flatRows = num(1000);
     else if (flag === '--citus') opts.citusWorkers ||= 2;
     else if (flag === '--citus-workers') opts.citusWorkers = num(1);
     else if (flag === '--steps') opts.steps = list(STEPS);
@@ -113,7 +118,7 @@ function parseArgs(argv: string[]) {
       console.error(
         'usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--connections C] [--samples K] ' +
           `[--poll-ms MS] [--steps ${STEPS.join(',')}] [--shapes ${SHAPE_NAMES.join(',')}] ` +
-          '[--strict] [--lean] [--citus] [--citus-workers N]',
+          '[--flat-rows N] [--no-flat] [--strict] [--lean] [--citus] [--citus-workers N]',
       );
       process.exit(2);
     } else throw new Error(`unknown flag ${flag} (see --help)`);
@@ -162,7 +167,12 @@ async function main(): Promise<number> {
       b: p.b ? await generateCsv(p.b, rows, 1, log, shape) : undefined,
     });
     const runs: ShapeRun[] = [];
-    for (const p of paths) runs.push({ shape: p.shape, files: await generate(p.shape, p, opts.rows) });
+    for (const p of paths)
+      runs.push({
+        shape: p.shape,
+        files: await generate(p.shape, p, opts.rows),
+        flat: p.flat && { files: await generate(p.shape, p.flat, opts.flatRows) },
+      });
     const wideRun = runs.find((r) => r.shape === 'wide');
     // The tables show the wide shape first, the bench's file since its start.
     const shown = SHAPE_NAMES.flatMap((name) => runs.filter((r) => r.shape === name));
@@ -173,10 +183,10 @@ async function main(): Promise<number> {
     };
     const fileGz = has('gzip') ? await gzipFile(fileA(), log) : undefined;
     const fileClean = has('report') ? await cleanFile(fileA(), log) : undefined;
-    const shapeFiles = runs.map((r) => ({ shape: r.shape, ...r.files }));
+    const shapeFiles = runs.map((r) => ({ shape: r.shape, ...r.files, flat: r.flat?.files }));
     result.files = { shapes: shapeFiles, wideA, gzip: fileGz, clean: fileClean, lean };
     const generated = [
-      ...runs.flatMap((r) => (r.files.b ? [r.files.a, r.files.b] : [r.files.a])),
+      ...runs.flatMap((r) => [r.files, ...(r.flat ? [r.flat.files] : [])]).flatMap((f) => (f.b ? [f.a, f.b] : [f.a])),
       ...(wideA && !wideRun ? [wideA] : []),
     ];
     const runFiles = new RunFiles(lean, generated, log);
@@ -300,9 +310,11 @@ async function main(): Promise<number> {
         ratioToL1: wideRun?.l1 ? gzipRun.seconds / wideRun.l1.seconds : undefined,
         workerPeakRssMb: gzipRun.workerPeakRssMb,
       });
+    const flat = flatRows(shown);
     const targets: Target[] = [
       ...evaluateTargets(load, http),
       ...cpuTargets(shown),
+      ...flatTargets(flat),
       ...reportCostTargets(reportCost ?? []),
       ...(fair ? fairTargets(fair) : []),
       ...(mixed ? mixedTargets(mixed) : []),
@@ -321,6 +333,7 @@ async function main(): Promise<number> {
       ] as const)
         if (imported) console.log(`${SHAPES[run.shape].label(`import ${key}`)} phases: ${phaseTable(imported)}\n`);
     if (gzipRun) console.log(`import A gzip phases: ${phaseTable(gzipRun)}\n`);
+    if (flat.length) console.log(`${flatTable(flat)}\n`);
     if (gzipRun) console.log(`${gzipLine(fileA(), gzipRun, wideRun?.importA, wideRun?.l1)}\n`);
     if (reportCost) console.log(`${reportCostTable(reportCost)}\n`);
     if (fair) console.log(`${fairLine(fair)}\n`);
@@ -339,6 +352,7 @@ async function main(): Promise<number> {
     const checked = [
       imported && `import counts, contact totals, ${opts.samples} sampled contacts per import`,
       runs.some((r) => r.dba) && 'dba step: contacts written per file and the account total',
+      runs.some((r) => r.flat) && `the same for the ${sizeLabel(opts.flatRows)} files`,
       reportCost && 'report step: counts and contact totals per run, each report counted per reason or its 404',
       fair && `fair step: import A as import A, each small import's counts and contacts`,
       http.length && 'HTTP answers and end states',

@@ -1,6 +1,6 @@
 /**
  * What a run reads, decided from its flags before anything runs: each shape's files for L1, the
- * dba step and the imports, the wide file A the other
+ * dba step and the imports (and its small files for the flatness check), the wide file A the other
  * steps read, and what those give bench/disk.ts to estimate.
  */
 import { join } from 'node:path';
@@ -13,6 +13,8 @@ export interface PlanOptions {
   rows: number;
   steps: readonly string[];
   shapes: readonly ShapeName[];
+  /** rows of the flatness check's small files (flat.ts), when the run has more; 0: no check */
+  flatRows: number;
   citusWorkers: number;
 }
 
@@ -23,18 +25,21 @@ export interface FilePaths {
 
 export interface ShapePaths extends FilePaths {
   shape: ShapeName;
+  /** the small files of the flatness check */
+  flat?: FilePaths;
 }
 
 /** The per-shape steps' files, in RUN_ORDER (none when none of l1, dba, a runs). */
 export function shapePaths(opts: PlanOptions, dir: string): ShapePaths[] {
   const has = (s: string) => opts.steps.includes(s);
   if (!has('l1') && !has('dba') && !has('a')) return [];
+  const flat = opts.flatRows > 0 && opts.rows > opts.flatRows && (has('dba') || has('a'));
   return RUN_ORDER.filter((s) => opts.shapes.includes(s)).map((shape) => {
     const pair = (rows: number): FilePaths => ({
       a: join(dir, SHAPES[shape].fileName(rows, 0)),
       b: has('b') ? join(dir, SHAPES[shape].fileName(rows, 1)) : undefined,
     });
-    return { shape, ...pair(opts.rows) };
+    return { shape, ...pair(opts.rows), flat: flat ? pair(opts.flatRows) : undefined };
   });
 }
 
@@ -46,8 +51,8 @@ export function otherStepsReadWideA(opts: PlanOptions): boolean {
 
 /**
  * The disk plan of the run: the wide shape's part at the run's rows (with the steps after it), and
- * as a part of its own the narrow shape's steps (shape-steps.ts: they start from an empty contacts
- * table and drop their contacts after).
+ * as parts of their own the narrow shape's steps and every shape's small runs (shape-steps.ts: each
+ * starts from an empty contacts table and drops its contacts after).
  */
 export function diskPlan(
   opts: PlanOptions,
@@ -75,7 +80,10 @@ export function diskPlan(
     importA: has('a') || has('dba'),
     importB: has('b'),
   });
-  const others = shapes.filter((s) => s.shape !== 'wide').map((s) => part(s.shape, opts.rows, s));
+  const others = shapes.flatMap((s) => [
+    ...(s.shape === 'wide' ? [] : [part(s.shape, opts.rows, s)]),
+    ...(s.flat ? [part(s.shape, opts.flatRows, s.flat)] : []),
+  ]);
   const derived = has('report') && files[0] ? [cleanPath(files[0])] : [];
   return { dataDir, rows: opts.rows, files, derived, importA, importB, secondImport, others, walOnDisk };
 }

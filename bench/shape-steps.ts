@@ -1,12 +1,15 @@
 /**
  * The steps that run once per file shape (`--shapes`, bench/shapes.ts): L1 (the COPY of the shape's
  * file A), the dba step (its files A and B), then import A and import B into an account of the
- * shape, each verified.
+ * shape, each verified. When the run has more than 1M rows (`--flat-rows`), the dba step and the
+ * imports also run on the shape's 1M files (the first 1,000,000 rows of the same generator) just
+ * before the run's own, their contacts dropped after: seconds per 1M rows at both sizes in one run
+ * (flat.ts).
  *
  * The narrow shape runs first and its contacts are dropped before the wide shape's imports: its
  * peak is then its own, not added to the wide import B's, the run's highest (bench/disk.ts).
  */
-import { dropAccountContacts, type BenchAccount } from './account';
+import { createBenchAccount, dropAccountContacts, type BenchAccount } from './account';
 import { runDba, type DbaRun } from './dba';
 import type { RunFiles } from './files';
 import type { FileMeta } from './generate';
@@ -15,6 +18,7 @@ import { runL1, type L1Result } from './l1';
 import type { LoadRow } from './report';
 import type { Infra } from './services';
 import { SHAPES, type ShapeName } from './shapes';
+import { sizeLabel } from './flat';
 import { importA, importB, type StepContext } from './steps';
 
 /** Narrow first: see above. */
@@ -29,6 +33,14 @@ export interface ShapeFiles {
   b?: FileMeta;
 }
 
+/** The dba step and the imports of one shape on its small files (1M rows unless `--flat-rows`). */
+export interface FlatRun {
+  files: ShapeFiles;
+  dba?: DbaRun;
+  importA?: ImportRun;
+  importB?: ImportRun;
+}
+
 export interface ShapeRun {
   shape: ShapeName;
   files: ShapeFiles;
@@ -38,11 +50,13 @@ export interface ShapeRun {
   importB?: ImportRun;
   /** the account of the imports (its contacts dropped after them, but for the wide shape's) */
   accountId?: string;
+  /** the same steps on the small files, when the run has more rows */
+  flat?: FlatRun;
 }
 
 /**
  * L1 and the dba step of one shape, before the service starts (as the bench always ran them, so
- * the peer's figures owe nothing to an idle API and worker).
+ * the peer's figures owe nothing to an idle API and worker); the dba step on the small files first.
  */
 export async function copySteps(
   infra: Infra,
@@ -58,13 +72,16 @@ export async function copySteps(
     await runFiles.read(run.files.a);
   }
   if (!steps.dba) return;
+  if (run.flat)
+    run.flat.dba = await runDba(infra, `${runId} ${sizeLabel(run.flat.files.a.rows)}`, run.flat.files, runFiles, log);
   run.dba = await runDba(infra, runId, run.files, runFiles, log);
 }
 
 /**
- * Import A, then B over it, of one shape with the service up, into `account`. The wide shape's
- * contacts stay (the HTTP step reads them; gzip, report and fair import beside them); any other
- * shape's are dropped after its imports.
+ * Import A, then B over it, of one shape with the service up: on the small files first, into an
+ * account of their own whose contacts are dropped after, then the run's files into `account`.
+ * The wide shape's contacts stay (the HTTP step reads them; gzip, report and fair import beside
+ * them); any other shape's are dropped after its imports.
  */
 export async function importSteps(
   ctx: StepContext,
@@ -78,6 +95,15 @@ export async function importSteps(
   afterImportA?: () => Promise<void>,
 ): Promise<void> {
   const shape = SHAPES[run.shape];
+  if (run.flat && steps.a) {
+    const size = sizeLabel(run.flat.files.a.rows);
+    const small = await createBenchAccount(ctx.sql, `${runId} ${size}${shape.suffix}`, shape);
+    const label = { importA: shape.label('import A', size), importB: shape.label('import B', size) };
+    run.flat.importA = await importA(ctx, small, run.flat.files.a, { ...opts, label: label.importA }, log);
+    if (steps.b && run.flat.files.b)
+      run.flat.importB = await importB(ctx, small, run.flat.files.b, { ...opts, label: label.importB }, log);
+    log(`[bench] the ${size} imports' contacts${shape.suffix} ${await dropAccountContacts(ctx.sql, small.id)}`);
+  }
   run.accountId = account.id;
   if (steps.a) run.importA = await importA(ctx, account, run.files.a, opts, log);
   if (steps.a) await afterImportA?.();
