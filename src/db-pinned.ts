@@ -1,5 +1,6 @@
 import type postgres from 'postgres';
 import { connectionLost, isDatabaseUnavailable } from './db-unavailable';
+import { wrapSql } from './sql-wrapper';
 
 /**
  * Keeps postgres.js (3.4.9, the latest release) from sending a statement on a pinned connection
@@ -24,12 +25,9 @@ import { connectionLost, isDatabaseUnavailable } from './db-unavailable';
  * reservation's `release()` leaves the connection to the pool.
  */
 export function guardPinned<T extends postgres.Sql<{}>>(sql: T): T {
-  return new Proxy(sql, {
-    get(target, prop, receiver) {
-      if (prop === 'begin') return (...args: unknown[]) => begin(target, args);
-      if (prop === 'reserve') return () => reserve(target);
-      return Reflect.get(target, prop, receiver);
-    },
+  return wrapSql(sql, sql as unknown as (...args: unknown[]) => unknown, {
+    begin: (...args: unknown[]) => begin(sql, args),
+    reserve: () => reserve(sql),
   });
 }
 

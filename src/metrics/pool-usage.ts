@@ -1,4 +1,5 @@
 import type postgres from 'postgres';
+import { wrapSql } from '../sql-wrapper';
 
 /**
  * What a process holds of its postgres.js pool right now. postgres.js (3.4.9) keeps its connection
@@ -68,25 +69,17 @@ export function trackPool<T extends postgres.Sql<{}>>(sql: T, size: number): T {
     query.handler = handler;
     return query;
   };
-  const tracked = new Proxy(sql, {
-    apply(target, thisArg, args) {
-      return counted(Reflect.apply(target as unknown as (...a: unknown[]) => unknown, thisArg, args));
+  const call = (fn: unknown, args: unknown[]) => (fn as (...a: unknown[]) => unknown)(...args);
+  const tracked = wrapSql(sql, (...args) => counted(call(sql, args)), {
+    unsafe: (...args: unknown[]) => counted(call(sql.unsafe, args)),
+    file: (...args: unknown[]) => counted(call(sql.file, args)),
+    begin: (...args: unknown[]) => {
+      const release = hold();
+      const run = call(sql.begin, args) as Promise<unknown>;
+      run.then(release, release);
+      return run;
     },
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver) as unknown;
-      if (typeof value !== 'function') return value;
-      if (prop === 'unsafe' || prop === 'file') return (...args: unknown[]) => counted(value.apply(target, args));
-      if (prop === 'begin') {
-        return (...args: unknown[]) => {
-          const release = hold();
-          const run = value.apply(target, args) as Promise<unknown>;
-          run.then(release, release);
-          return run;
-        };
-      }
-      if (prop === 'reserve') return () => reserve(value.bind(target), hold());
-      return value;
-    },
+    reserve: () => reserve(() => sql.reserve(), hold()),
   });
   usages.set(tracked, usage);
   return tracked;
