@@ -3,6 +3,7 @@ import type { Deps } from '../deps';
 import { authOf, claimConfirmed, claimOf, confirmedAuthOf } from '../http/context';
 import { errorResponses } from '../http/openapi';
 import { assertBodyShape } from '../http/body-shape';
+import { jsonResponse } from '../http/json-response';
 import { addContactBrands, listContactBrands, removeContactBrand } from './brands';
 import {
   AddBrandsBody,
@@ -79,16 +80,14 @@ function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath | undefined)
   return new Elysia({ prefix: '/v1/contacts', detail: { tags: ['Contacts'] } })
     .post(
       '',
-      async ({ request, body, set }) => {
+      async ({ request, body }) => {
         const added = await fast?.create(claimOf(request), body);
         if (added) {
           claimConfirmed(request);
-          set.status = 201;
-          return added;
+          return jsonResponse(added, 201);
         }
         const { created, contact } = await createContact(sql, (await confirmedAuthOf(request)).accountId, body);
-        set.status = created ? 201 : 200;
-        return contact;
+        return jsonResponse(contact, created ? 201 : 200);
       },
       {
         transform: ({ body }) => {
@@ -110,9 +109,9 @@ function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath | undefined)
         const found = await fast?.get(claimOf(request), params.emailMd5);
         if (found) {
           claimConfirmed(request);
-          return found;
+          return jsonResponse(found);
         }
-        return getContact(sql, (await confirmedAuthOf(request)).accountId, params.emailMd5);
+        return jsonResponse(await getContact(sql, (await confirmedAuthOf(request)).accountId, params.emailMd5));
       },
       {
         params: EmailMd5Params,
@@ -126,9 +125,10 @@ function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath | undefined)
         const patched = await fast?.patch(claimOf(request), params.emailMd5, body.attributes);
         if (patched) {
           claimConfirmed(request);
-          return patched;
+          return jsonResponse(patched);
         }
-        return patchContact(sql, (await confirmedAuthOf(request)).accountId, params.emailMd5, body.attributes);
+        const accountId = (await confirmedAuthOf(request)).accountId;
+        return jsonResponse(await patchContact(sql, accountId, params.emailMd5, body.attributes));
       },
       {
         transform: ({ body }) => {
