@@ -11,6 +11,7 @@ import { readJsonBody } from './http/json-body';
 import { noteFailure } from './http/lost-session';
 import './http/formats';
 import { confirmedAuthOf, factsOf, isUnconfirmed, startRequest } from './http/context';
+import { pathOf } from './http/app-request';
 import { errorFields, log } from './log';
 import { docsRoutes } from './http/docs';
 import { healthRoutes } from './http/health';
@@ -60,7 +61,7 @@ export function buildApp(deps: Deps) {
     .onRequest(async ({ request }) => {
       deps.load?.hit();
       const facts = startRequest(request);
-      const path = new URL(request.url).pathname;
+      const path = pathOf(request.url);
       if (path === '/v1' || path.startsWith('/v1/')) {
         // Every /v1 request needs the database (its key at least); while it is known away, refuse at once.
         const admitted = deps.circuit?.admit();
@@ -90,7 +91,7 @@ export function buildApp(deps: Deps) {
       if (facts) facts.route = route;
     })
     .onError(async ({ code, error, request }) => {
-      const instance = new URL(request.url).pathname;
+      const instance = pathOf(request.url);
       // A request that went ahead on a cached key claim answers nothing but success before the key is
       // confirmed: a revoked key with a malformed body is still 401, not 400.
       if (isUnconfirmed(request)) {

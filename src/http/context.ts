@@ -30,9 +30,13 @@ interface RequestFacts {
 
 const facts = new WeakMap<Request, RequestFacts>();
 
+/** The client's X-Request-Id (its first 128 characters), or a new one. */
+export function requestIdOf(request: Request): string {
+  return request.headers.get('x-request-id')?.slice(0, 128) || crypto.randomUUID();
+}
+
 export function startRequest(request: Request): RequestFacts {
-  const id = request.headers.get('x-request-id')?.slice(0, 128) || crypto.randomUUID();
-  const f: RequestFacts = { id, started: performance.now() };
+  const f: RequestFacts = { id: requestIdOf(request), started: performance.now() };
   facts.set(request, f);
   return f;
 }

@@ -3,11 +3,11 @@ import { buildApp } from '../app';
 import type { Deps } from '../deps';
 import { ApiError } from '../errors';
 import { uploadHandler } from '../uploads';
-import { factsOf } from './context';
+import { factsOf, requestIdOf } from './context';
 import { fromFramework } from './framework-errors';
 import { errorFields, log, logRequest } from '../log';
 import { problemResponse } from './problem';
-import { appRequestOf } from './app-request';
+import { appRequestOf, pathOf } from './app-request';
 import { againAfterLostSession } from './lost-session';
 import { apiMetrics, type ApiMetrics } from '../metrics/api';
 import { exposition } from '../metrics/registry';
@@ -57,7 +57,7 @@ export function serveApi(
     const appRequest = appRequestOf(request);
     if (!appRequest)
       return { response: problemResponse(fromFramework('NOT_FOUND', undefined)!, docsUrl), path: 'unmatched' };
-    const path = new URL(appRequest.url).pathname;
+    const path = pathOf(appRequest.url);
     if (path === METRICS && (request.method === 'GET' || request.method === 'HEAD'))
       return { response: await exposition(metrics.registry), path, route: METRICS };
     if (path.startsWith(UPLOADS))
@@ -77,7 +77,8 @@ export function serveApi(
     idleTimeout: 0,
     async fetch(request) {
       const started = performance.now();
-      let requestId = request.headers.get('x-request-id')?.slice(0, 128) || crypto.randomUUID();
+      // The app's own id for the request when it saw it (one id, made once), else the server's.
+      let requestId: string | undefined;
       let response: Response;
       let route = 'unmatched';
       let path = '';
@@ -89,8 +90,10 @@ export function serveApi(
         if (facts) requestId = facts.id;
         route = facts?.route ?? answered.route ?? 'unmatched';
       } catch (error) {
+        requestId = requestIdOf(request);
         response = hidden(error, requestId);
       }
+      requestId ??= requestIdOf(request);
       response.headers.set('x-request-id', requestId);
       const ms = performance.now() - started;
       // The same route and status as the log line: a template, never the raw path.
