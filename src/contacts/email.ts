@@ -1,5 +1,3 @@
-import { createHash } from 'node:crypto';
-
 // The HTML living standard's valid-email rule, with a dotted domain required (DESIGN.md).
 const LOCAL = /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+$/;
 const LABEL = /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/;
@@ -27,7 +25,9 @@ export function normaliseEmail(email: string): string {
 
 /** md5 hex of the normalised address: the contact's `emailMd5`. */
 export function emailMd5(email: string): string {
-  return createHash('md5').update(normaliseEmail(email)).digest('hex');
+  // Bun's one-shot hasher: the digest of the UTF-8 bytes, as createHash gives it, for less (every
+  // create hashes its email).
+  return Bun.MD5.hash(normaliseEmail(email), 'hex');
 }
 
 /** `emailMd5` path values are case-insensitive hex; the database stores them as uuid. */
