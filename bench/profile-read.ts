@@ -1,7 +1,7 @@
 /**
  * Where the import's read phase spends its time: the worker's own read components run on the bench
- * file in cumulative passes (disk → + UTF-8 decode and papaparse → + validate, md5 and format the
- * staging line → + COPY into an unlogged staging table), each pass timed alone; differences
+ * file in cumulative passes (disk → + UTF-8 decode and papaparse → + validate and md5 into the
+ * staged row's fields → + its binary COPY into an unlogged staging table), each pass timed alone; differences
  * between passes are the cost of each component. Plus md5 alone, from a micro-benchmark on real
  * emails. The dedupe / merge / finish split comes from the import's phase column (import-flow.ts).
  * Run alone: `bun bench/profile-read.ts --file .data/bench/files/contacts-1000000-a.csv`.
@@ -71,7 +71,7 @@ export async function profileRead(sql: Sql, path: string, log: (m: string) => vo
   });
   const rows = await pass('+ decode + papaparse', () => parseRows(path, () => {}));
   const emails: string[] = [];
-  await pass('+ validate + md5 + staging line', async () => {
+  await pass('+ validate + md5 (staged row)', async () => {
     let good = 0;
     await parseRows(path, (cells, rowNo) => {
       if (reader.read(rowNo, cells) !== undefined) good++;
@@ -85,7 +85,7 @@ export async function profileRead(sql: Sql, path: string, log: (m: string) => vo
   try {
     await conn.unsafe(`drop table if exists ${table}`);
     for (const statement of rowsTableDdl(table, crypto.randomUUID())) await conn.unsafe(statement);
-    await pass('+ COPY to staging (= read phase)', async () => {
+    await pass('+ binary row + COPY to staging (= read phase)', async () => {
       const sink = new CopySink(conn, table, 100_000);
       await parseRows(
         path,
