@@ -8,7 +8,7 @@
 import { describe, expect, test } from 'bun:test';
 import IORedis from 'ioredis';
 import { ApiLoad, ApiLoadSignal } from '../src/imports/api-load';
-import { importMergeRest } from '../src/metrics/import-pipeline';
+import { importDedupeRest, importMergeRest, importReadRest } from '../src/metrics/import-pipeline';
 import { runImport } from '../worker/import/index';
 import { PACED_ROWS, UNPACED_ROWS } from '../worker/import/merge/batch';
 import { importBed } from './helpers/import-bed';
@@ -128,6 +128,8 @@ describe('an import while the API is busy', () => {
   }
 
   test('busy: the read rests after its chunks, the dedupe runs its parts one at a time with rests', async () => {
+    const value = async (c: typeof importReadRest) => (await c.get()).values[0]?.value ?? 0;
+    const [readBefore, dedupeBefore] = [await value(importReadRest), await value(importDedupeRest)];
     const { state, contacts, read, dedupe } = await imported(() => true, 1);
     expect(state?.status).toBe('success');
     expect(contacts).toEqual({ n: ROWS, fresh: ROWS });
@@ -137,6 +139,9 @@ describe('an import while the API is busy', () => {
     // Two parts, each one slice's sort and its key: four statements, each a piece.
     expect(dedupe).toMatchObject({ rowCount: ROWS, pacedPieces: 4 });
     expect(dedupe.restedMs as number).toBeGreaterThan(0);
+    // The metrics count the rests of committed phases (other files' imports run in other processes).
+    expect((await value(importReadRest)) - readBefore).toBeCloseTo((read.restedMs as number) / 1000, 3);
+    expect((await value(importDedupeRest)) - dedupeBefore).toBeCloseTo((dedupe.restedMs as number) / 1000, 3);
   });
 
   test('busy: one batch, one transaction, in pieces of PACED_ROWS with rests; every row merged', async () => {

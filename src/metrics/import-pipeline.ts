@@ -49,6 +49,22 @@ export const importMergeRest = new Counter({
   registers: [],
 });
 
+export const importReadRest = new Counter({
+  name: `${PREFIX}import_read_rest_seconds_total`,
+  help:
+    'Seconds finished reads rested between their pieces while the API was busy (IMPORT_YIELD_RPS, IMPORT_PACE), ' +
+    'counted when the read commits.',
+  registers: [],
+});
+
+export const importDedupeRest = new Counter({
+  name: `${PREFIX}import_dedupe_rest_seconds_total`,
+  help:
+    'Seconds finished dedupes rested between their statements while the API was busy (IMPORT_YIELD_RPS, ' +
+    'IMPORT_PACE), counted when the dedupe commits.',
+  registers: [],
+});
+
 /** Counts the merged rows of one committed batch. */
 export function countMerged(counts: { added: number; updated: number; skipped: number }): void {
   importRowsMerged.inc({ outcome: 'added' }, counts.added);
@@ -62,6 +78,8 @@ export function registerImportPipelineMetrics(registry: Registry): void {
   registry.registerMetric(importPhaseDuration);
   registry.registerMetric(importsFinished);
   registry.registerMetric(importMergeRest);
+  registry.registerMetric(importReadRest);
+  registry.registerMetric(importDedupeRest);
   // Every label value present from the start, so rate() sees the first increment.
   for (const outcome of ['added', 'updated', 'skipped']) importRowsMerged.inc({ outcome }, 0);
   for (const status of ['success', 'failed']) importsFinished.inc({ status }, 0);

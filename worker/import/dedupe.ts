@@ -1,4 +1,5 @@
 import { backToRead, dedupeDone } from '../../src/imports/lifecycle';
+import { importDedupeRest } from '../../src/metrics/import-pipeline';
 import {
   distributeStaging,
   hasRows,
@@ -53,6 +54,7 @@ export async function dedupePhase(p: Pipeline): Promise<Step> {
     ...(counts.pacedPieces > 0 ? { pacedPieces: counts.pacedPieces, restedMs: counts.restedMs } : {}),
   });
   if (!counts.moved) return { phase: 'stopped' }; // failed by another hand meanwhile
+  importDedupeRest.inc(counts.restedMs / 1000);
   // A rebuilt merge table goes on from the checkpoint the merge under way committed.
   return { phase: 'merge', rowCount: counts.kept, checkpoint: counts.rebuilt ? job.checkpoint : 0 };
 }

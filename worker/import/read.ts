@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import { pinEtag, readDone, startRead } from '../../src/imports/lifecycle';
-import { importRowsRead } from '../../src/metrics/import-pipeline';
+import { importReadRest, importRowsRead } from '../../src/metrics/import-pipeline';
 import { ObjectChangedError, type ObjectStore } from '../../src/storage/store';
 import { RowReader } from './cells';
 import { headerMismatch, loadBrands, loadColumns } from './columns';
@@ -181,6 +181,7 @@ export async function readPhase(p: Pipeline): Promise<Step> {
 
   const read = { malformed, staged: sink.rows, fileRows, linebreak, recorded: report };
   if (!(await readDone(sql, job.accountId, job.id, read))) return { phase: 'stopped' };
+  importReadRest.inc(pacer.restedMs / 1000);
   const used = process.cpuUsage(cpu);
   p.log('import read', {
     importId: job.id,
