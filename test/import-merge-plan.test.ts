@@ -8,9 +8,9 @@
  */
 import { expect, test } from 'bun:test';
 import { runImport } from '../worker/import/index';
-import { partStatements } from '../worker/import/merge/sql-files';
+import { fusedParams, partStatements } from '../worker/import/merge/sql-files';
 import { ensureRejectsTable } from '../worker/import/rejects';
-import { ensurePlanTable, stagingTables } from '../worker/import/staging';
+import { stagingTables } from '../worker/import/staging';
 import { importBed } from './helpers/import-bed';
 import { importRow, stageImport, testConfig } from './helpers/file-store';
 import { createAccount, createAttribute, createBrand } from './helpers/fixtures';
@@ -43,7 +43,7 @@ test('statistics predating the account: each staged row is one primary-key probe
 
   // The merge table as the dedupe phase leaves it, and the statement as merge.ts runs it.
   const importId = crypto.randomUUID();
-  const { table, plan: planTable } = stagingTables(importId).parts[0]!;
+  const { table, plan: planTable } = stagingTables(importId).parts[0]!; // no plan table made: the CTE is the plan
   await sql.unsafe(`
     create unlogged table ${table} as
     select '${id}'::uuid as account_id, row_number() over (order by md5) as seq, md5 as email_md5, n as row_no, email,
@@ -53,11 +53,12 @@ test('statistics predating the account: each staged row is one primary-key probe
           from generate_series(1, ${2 * EXISTING}) n) x`);
   await sql.unsafe(`alter table ${table} add primary key (account_id, seq)`);
   await sql.unsafe(`analyze ${table}`);
-  // The statement as merge.ts builds it, with the rejects table it names (recording skips, $10, off).
+  // The statement as merge.ts builds it on one PostgreSQL (fused: the plan a CTE), recording skips
+  // and publishing events, with the rejects table it names.
   const rejects = stagingTables(importId).rejects;
   await ensureRejectsTable(sql, rejects, id);
-  await ensurePlanTable(sql, planTable);
-  const { merge } = await partStatements({ merge: table, plan: planTable, rejects });
+  const form = { distributed: false, recordSkips: true, publishEvents: true };
+  const { fused } = (await partStatements({ merge: table, plan: planTable, rejects }, form)).merge;
   const explain = (statement: string, params: unknown[]) =>
     sql.begin(async (tx) => {
       await tx`set local enable_hashjoin = off`;
@@ -67,9 +68,9 @@ test('statistics predating the account: each staged row is one primary-key probe
       });
       return rows.map((r) => r['QUERY PLAN']).join('\n');
     });
-  const plan = await explain(merge.plan, [id, 0, 2 * EXISTING, 'overwrite', false, false]);
-  const write = await explain(merge.write, [id, 0, 2 * EXISTING, importId, 'api']);
-  await sql.unsafe(`drop table ${table}, ${planTable}, ${rejects}`);
+  const job = { strategy: 'overwrite', overwriteBrands: false, restoreDisabled: false, id: importId, method: 'api' };
+  const plan = await explain(fused!, fusedParams([id, 0, 2 * EXISTING], job));
+  await sql.unsafe(`drop table ${table}, ${rejects}`);
 
   expect(plan).toMatch(
     new RegExp(
@@ -85,9 +86,11 @@ test('statistics predating the account: each staged row is one primary-key probe
     ),
   );
   expect(plan).not.toMatch(/Join Filter/);
-  // The writes read the plan by its key range and find each contact again through its primary key.
-  expect(write).toMatch(/Conflict Arbiter Indexes: contacts_pkey/);
-  expect(write).not.toMatch(/Join|Update on contacts/);
+  // The write reads the plan and finds each contact again through its primary key.
+  expect(plan).toMatch(
+    /Insert on contacts c(_\d+)?\s*\(.*\n\s*Conflict Resolution: UPDATE\n\s*Conflict Arbiter Indexes: contacts_pkey/,
+  );
+  expect(plan).not.toMatch(/Update on contacts|Hash|Merge Join/);
 
   // And the real import of that file ends with the counts the semantics demand.
   const lines = Array.from({ length: 2 * EXISTING }, (_, i) => `u${i + 1}@example.com,New`);

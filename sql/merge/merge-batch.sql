@@ -4,12 +4,18 @@
 -- import's checkpoint and counters in the same transaction, so the writes, the events and the
 -- checkpoint commit together: a batch is applied exactly once however often the worker dies.
 --
--- Its statements run in this order in the batch's transaction, each only when needed (worker/import/merge/batch.ts;
--- worker/import/merge/sql-files.ts splits the file at the `-- name:` lines). `plan` decides every
--- row once, against the contacts as they are, into the part's plan table; the others read that.
--- Each is a plain INSERT … SELECT, UPDATE or DELETE that names the account on every table, so on a
--- Citus cluster each runs whole on the node of the account's shards (Citus routes no statement that
--- has an INSERT in a WITH clause, and this used to be one statement of such CTEs).
+-- `decide` decides every row once, against the contacts as they are; `counts`, `skips`, `write` and
+-- `events` read what it decided as :"plan_table". worker/import/merge/sql-files.ts splits the file
+-- at the `-- name:` lines and puts the sections together in one of two ways:
+-- - on one PostgreSQL, as ONE statement: `decide` a materialized CTE named plan, the writes CTEs
+--   reading it, `counts` the main query. Nothing is written twice: a plan table cost each row an
+--   insert, its key, three reads by key range and a delete, and the vacuums after (bench/README.md,
+--   session 20).
+-- - on a Citus cluster, as statements run in this order in the batch's transaction, each only when
+--   needed (worker/import/merge/batch.ts): `decide` into the part's plan table, then the others, then
+--   `clear`. Each is a plain INSERT … SELECT or DELETE that names the account on every table, so
+--   each runs whole on the node of the account's shards (Citus routes no statement that has an
+--   INSERT in a WITH clause).
 --
 -- Nothing else writes these contacts meanwhile: single contact writes were drained and are refused
 -- while the bulk_operations row exists, other imports of the account wait for this one's merge, and
@@ -17,13 +23,14 @@
 -- range (seq follows email_md5 order).
 --
 -- :"merge_table" is replaced by the name of one part of the import's merge table (hex only) when
--- the file is loaded, :"plan_table" by that part's plan table, :"rejects_table" by the import's
--- rejected rows (worker/import/staging.ts); seqs here are the part's own. A batch that spans two
--- parts runs these once per part, in its one transaction.
+-- the file is loaded, :"plan_table" by that part's plan table (or the CTE), :"rejects_table" by the
+-- import's rejected rows (worker/import/staging.ts); seqs here are the part's own. A batch that
+-- spans two parts runs these once per part, in its one transaction.
 
--- name: plan
+-- name: decide
 -- $1 account id   $2 last seq of the part already merged   $3 last seq of this batch
 -- $4 strategy     $5 overwrite brands (only with overwrite)  $6 restore disabled
+-- Its columns are the plan table's (worker/import/staging.ts: ensurePlanTable), in its order.
 --
 -- The contact and the seed of each staged row are looked up through their primary keys, one probe
 -- per row: LATERAL … OFFSET 0 is never flattened into a join, so the planner cannot pick another
@@ -31,26 +38,22 @@
 -- make the planner expect ONE contact for it and materialize all of the account's contacts once,
 -- then filter them for every staged row (quadratic: 10,000 rows against 10,000 contacts took 7 s,
 -- a 1M-row import did not finish); with fresh statistics it would rather hash the whole account.
-insert into :"plan_table" (account_id, seq, row_no, email_md5, email, attributes, brand_ids, assigned_brand_ids,
-                           skip_reason, outcome)
 -- A merge that changes nothing is a skip, and the row is not rewritten. Re-enabling is a change.
 -- jsonb equality ignores key order; brand arrays compare in order, as single writes do. Only what
 -- the statements after this one read is kept: the old attributes alone are a quarter of a row.
 -- What the contact becomes (nothing for a skip, which writes nothing):
 select o.account_id, o.seq, o.row_no, o.email_md5, o.email,
-       case o.outcome when 'add' then o.attributes when 'update' then o.new_attributes end,
-       case o.outcome when 'add' then o.brand_ids when 'update' then o.new_brand_ids end,
+       case o.outcome when 'add' then o.attributes when 'update' then o.new_attributes end as attributes,
+       case o.outcome when 'add' then o.brand_ids when 'update' then o.new_brand_ids end as brand_ids,
        -- The brands the row newly assigns, for its events: all of a new contact's, and for an updated
-       -- one those it did not have before (a replaced set can add some and drop others). An update
-       -- that kept the brand set as it was (the usual re-import) assigns none, without an unnest.
-       case
-         when o.outcome = 'add' then o.brand_ids
-         when o.outcome = 'update' and o.new_brand_ids <> o.old_brand_ids then
-           array(select x.id from unnest(o.new_brand_ids) with ordinality as x(id, n)
-                 where x.id <> all (o.old_brand_ids) order by x.n)
+       -- one those it did not have before. Whether the sent brands were added or replaced the set,
+       -- those are exactly the sent brands the contact lacked (a replaced set can also drop some).
+       case o.outcome
+         when 'add' then o.brand_ids
+         when 'update' then coalesce(o.lacked_brand_ids, '{}')
          else '{}'
-       end,
-       o.reason, o.outcome
+       end as assigned_brand_ids,
+       o.reason as skip_reason, o.outcome
 from (
 select m.*, coalesce(m.skip_reason, 'unchanged') as reason,
   case
@@ -102,12 +105,9 @@ from (
         -- Replaced: overwrite with overwriteBrands, or skip restoring a disabled contact.
         when $4::text = 'skip' or ($4::text = 'overwrite' and $5::bool) then b.brand_ids
         -- Nothing new among the brands sent (the usual re-import): the existing ones, as they are.
-        when b.brand_ids <@ b.old_brand_ids then b.old_brand_ids
+        when b.lacked_brand_ids is null then b.old_brand_ids
         -- Added: existing brands first, then the new ones in the row's order.
-        else b.old_brand_ids || array(
-          select x.id from unnest(b.brand_ids) with ordinality as x(id, n)
-          where x.id <> all (b.old_brand_ids)
-          order by x.n)
+        else b.old_brand_ids || b.lacked_brand_ids
       end as new_brand_ids
   from (
     select r.account_id, r.seq, r.email_md5, r.row_no, r.email, r.attributes, r.brand_ids, r.attribute_count,
@@ -115,6 +115,13 @@ from (
            c.enabled,
            c.attributes as old_attributes,
            c.brand_ids as old_brand_ids,
+           -- The brands sent that the contact lacks, in the row's order (null when it lacks none, the
+           -- usual re-import, without an unnest): both what an added set appends and what the row
+           -- newly assigns, computed once. (WITH ORDINALITY's order needs no sort: the plan has none.)
+           case when cardinality(r.brand_ids) > 0 and not r.brand_ids <@ c.brand_ids then
+             array(select x.id from unnest(r.brand_ids) with ordinality as x(id, n)
+                   where x.id <> all (c.brand_ids) order by x.n)
+           end as lacked_brand_ids,
            s.seed is not null as seed
     from :"merge_table" r
     left join lateral (
@@ -130,6 +137,8 @@ from (
       offset 0
     ) s on true
     where r.account_id = $1::uuid and r.seq > $2::int8 and r.seq <= $3::int8
+    -- Its own subquery too, or lacked_brand_ids would be computed again at each use above.
+    offset 0
   ) b
   -- Keeps this a subquery of its own: flattened into the outer select, new_attributes and
   -- new_brand_ids would be computed twice per row (once for the column, once for the outcome).
@@ -179,9 +188,9 @@ group by p.account_id, x.id
 returning cardinality(email_md5s) as n;
 
 -- name: counts
--- The batch's counts, run right after `plan`: the statements below run only when there is something
--- for them to do. `rows` is how many staged rows the plan read: fewer than $3 - $2 means the
--- (unlogged) staging lost rows in a crash.
+-- The batch's counts. On a cluster it runs right after `decide`, and the statements after it run
+-- only when there is something for them to do. `rows` is how many staged rows the plan read: fewer
+-- than $3 - $2 means the (unlogged) staging lost rows in a crash.
 -- $1 account id   $2 last seq of the part already merged   $3 last seq of this batch
 select count(*)::int8 as rows,
        (count(*) filter (where outcome = 'add'))::int8 as added,
@@ -192,7 +201,8 @@ from :"plan_table" p
 where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8;
 
 -- name: clear
--- The batch's plan rows, gone before it commits: the plan table holds rows only while batches run.
+-- The batch's plan rows, gone before it commits: the plan table holds rows only while batches run
+-- (on a cluster; one PostgreSQL's plan is the statement's CTE).
 -- $1 account id   $2 last seq of the part already merged   $3 last seq of this batch
 delete from :"plan_table" p
 where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8;

@@ -169,7 +169,8 @@ describe('the merge statements on the cluster', () => {
     );
     await ensureRejectsTable(sql, t.rejects, account);
     await ensurePlanTable(sql, plan);
-    const statements = await partStatements({ merge: part, plan, rejects: t.rejects });
+    const form = { distributed: true, recordSkips: true, publishEvents: true };
+    const statements = await partStatements({ merge: part, plan, rejects: t.rejects }, form);
     // With the values written in: Citus cannot EXPLAIN a statement it plans through the coordinator
     // while its parameters are still parameters (it runs them, bound, all the same: the imports above).
     const explain = async (statement: string, params: unknown[]) => {
@@ -178,7 +179,8 @@ describe('the merge statements on the cluster', () => {
       return rows.map((r) => r['QUERY PLAN']).join('\n');
     };
     const range = [account, 0, 100];
-    const { merge, insert } = statements;
+    const { insert } = statements;
+    const merge = statements.merge.split!; // a cluster's batches plan into a table
     const statementsToCheck: [string, string, unknown[]][] = [
       ['clash', statements.clash, range],
       ['merge.plan', merge.plan, [...range, 'overwrite', false, false]],

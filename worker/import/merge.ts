@@ -7,7 +7,7 @@ import { mergeBatches } from './merge/schedule';
 import { partStatements } from './merge/sql-files';
 import { ensureRejectsTable } from './rejects';
 import { ReportDraft } from './report';
-import { ensurePlanTable, partSizes, stagingTables } from './staging';
+import { ensurePlanTable, onCluster, partSizes, stagingTables } from './staging';
 import { loadReportFacts, StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
 
 /**
@@ -40,15 +40,17 @@ export async function mergePhase(p: Pipeline, merge: MergeProgress): Promise<Ste
   // The read made it; an import read by an older worker has none, and records nothing in it.
   await ensureRejectsTable(p.sql, t.rejects, job.accountId);
   const { rejectsRecorded } = await loadReportFacts(p.sql, job);
+  const form = { distributed: await onCluster(p.sql), recordSkips: rejectsRecorded, publishEvents: job.publishEvents };
   const parts: Part[] = [];
   let offset = 0;
   for (const [k, part] of t.parts.entries()) {
     const size = sizes[k]!;
-    await ensurePlanTable(p.sql, part.plan);
+    // Only a cluster's batches keep their plan in a table (merge-batch.sql).
+    if (form.distributed) await ensurePlanTable(p.sql, part.plan);
     parts.push({
       offset,
       size,
-      statements: await partStatements({ merge: part.table, plan: part.plan, rejects: t.rejects }),
+      statements: await partStatements({ merge: part.table, plan: part.plan, rejects: t.rejects }, form),
       plan: part.plan,
     });
     offset += size;

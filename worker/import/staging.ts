@@ -207,8 +207,13 @@ export function stagingSlices(objectSize: number): number {
  * partition would be a distributed table of its own, with its 32 shards made and dropped per import.
  */
 export async function slicesFor(sql: AnySql, objectSize: number): Promise<number> {
+  return (await onCluster(sql)) ? 1 : stagingSlices(objectSize);
+}
+
+/** Whether the contacts are distributed, i.e. the database is a Citus cluster (migration 0007). */
+export async function onCluster(sql: AnySql): Promise<boolean> {
   const [r] = await sql<{ distributed: boolean }[]>`select is_distributed('contacts') as distributed`;
-  return r?.distributed ? 1 : stagingSlices(objectSize);
+  return r?.distributed === true;
 }
 
 /** The table of slice `i` of a partitioned staging table. */

@@ -4,7 +4,7 @@ import type { Tx } from '../../../src/db';
 import { mergeBatchLock } from '../../../src/locks';
 import { Pacer } from '../pace';
 import { StagingLostError, type Pipeline } from '../state';
-import type { PartStatements } from './sql-files';
+import { fusedParams, type PartStatements } from './sql-files';
 
 /** In-process retries of a batch that lost a deadlock or serialization race before giving up to the queue. */
 const RACE_RETRIES = 3;
@@ -150,26 +150,37 @@ async function mergeRange(
     const added = (await run(insert.insert, [...range, job.id, job.method])).count;
     return { rows: added, added, updated: 0, skipped: 0, events: await events(insert.events), planned: false };
   }
-  const { merge } = statements;
-  await run(merge.plan, [...range, job.strategy, job.overwriteBrands, job.restoreDisabled]);
-  const [got] = await run<Omit<BatchCounts, 'events'> & { assigning: number }>(merge.counts, range);
-  const counts = {
-    rows: Number(got!.rows),
-    added: Number(got!.added),
-    updated: Number(got!.updated),
-    skipped: Number(got!.skipped),
-  };
-  if (m.recordSkips && counts.skipped > 0) await run(merge.skips, range);
-  const written =
-    counts.added + counts.updated > 0 ? (await run(merge.write, [...range, job.id, job.method])).count : 0;
-  const published = Number(got!.assigning) > 0 ? await events(merge.events) : 0;
-  await run(merge.clear, range);
+  type Counts = Omit<BatchCounts, 'events'> & { assigning: number; written?: number; events?: number };
+  const count = (got: Counts) => ({
+    rows: Number(got.rows),
+    added: Number(got.added),
+    updated: Number(got.updated),
+    skipped: Number(got.skipped),
+  });
+  const { fused, split } = statements.merge;
+  let counts: ReturnType<typeof count>;
+  let written: number;
+  let published: number;
+  if (fused !== undefined) {
+    const [got] = await run<Counts>(fused, fusedParams(range, job));
+    counts = count(got!);
+    written = Number(got!.written);
+    published = Number(got!.events);
+  } else {
+    await run(split.plan, [...range, job.strategy, job.overwriteBrands, job.restoreDisabled]);
+    const [got] = await run<Counts>(split.counts, range);
+    counts = count(got!);
+    if (m.recordSkips && counts.skipped > 0) await run(split.skips, range);
+    written = counts.added + counts.updated > 0 ? (await run(split.write, [...range, job.id, job.method])).count : 0;
+    published = Number(got!.assigning) > 0 ? await events(split.events) : 0;
+    await run(split.clear, range);
+  }
   if (written !== counts.added + counts.updated) {
     throw new Error(
       `import ${job.id}: a merge batch wrote ${written} contacts, planned ${counts.added} + ${counts.updated}`,
     );
   }
-  return { ...counts, events: published, planned: true };
+  return { ...counts, events: published, planned: split !== undefined };
 }
 
 async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {

@@ -2,10 +2,23 @@ import { join } from 'node:path';
 
 const SQL_DIR = join(import.meta.dir, '../../../sql/merge');
 
-/** The statements of one merge batch over one part of the merge table, in the order they run. */
+/** The general batch as statements run one after another, reading the part's plan table (merge-batch.sql). */
+export interface SplitMerge {
+  plan: string;
+  counts: string;
+  skips: string;
+  write: string;
+  events: string;
+  clear: string;
+}
+
+/** The statements of one merge batch over one part of the merge table. */
 export interface PartStatements {
-  /** the general batch: every strategy, row by row against the contacts (merge-batch.sql) */
-  merge: { plan: string; counts: string; skips: string; write: string; events: string; clear: string };
+  /**
+   * The general batch, every strategy, row by row against the contacts (merge-batch.sql): on one
+   * PostgreSQL one statement (`fused`), on a Citus cluster statements around a plan table (`split`).
+   */
+  merge: { fused: string; split?: undefined } | { split: SplitMerge; fused?: undefined };
   /** the fast path of a batch whose key range holds no contact and no seed: all adds (insert-batch.sql) */
   insert: { insert: string; events: string };
   /** whether the batch's key range meets a contact or a seed of the account (batch-clash.sql) */
@@ -19,22 +32,62 @@ export interface PartTables {
   rejects: string;
 }
 
+/** How the import's batches run: on a cluster or not, what they record beside the contacts. */
+export interface MergeForm {
+  /** on a Citus cluster, which routes no INSERT in a WITH clause */
+  distributed: boolean;
+  /** the skipped rows recorded for the rejected-rows report */
+  recordSkips: boolean;
+  /** brand-subscribe events written */
+  publishEvents: boolean;
+}
+
+/**
+ * The fused batch's parameters: the decision's $1-$6 (merge-batch.sql `decide`), then the import id
+ * and method the write and the events take as their own $4 and $5.
+ */
+export const fusedParams = (
+  range: unknown[],
+  job: { strategy: string; overwriteBrands: boolean; restoreDisabled: boolean; id: string; method: string },
+) => [...range, job.strategy, job.overwriteBrands, job.restoreDisabled, job.id, job.method];
+
+const PLAN_COLUMNS =
+  'account_id, seq, row_no, email_md5, email, attributes, brand_ids, assigned_brand_ids, skip_reason, outcome';
+
 /** The batch statements for one part of an import's merge table. */
-export async function partStatements(tables: PartTables): Promise<PartStatements> {
-  const merge = await sections('merge-batch.sql', tables, ['plan', 'counts', 'skips', 'write', 'events', 'clear']);
+export async function partStatements(tables: PartTables, form: MergeForm): Promise<PartStatements> {
+  const names = ['decide', 'counts', 'skips', 'write', 'events', 'clear'];
   const insert = await sections('insert-batch.sql', tables, ['insert', 'events']);
-  return {
-    merge: {
-      plan: merge.plan!,
-      counts: merge.counts!,
-      skips: merge.skips!,
-      write: merge.write!,
-      events: merge.events!,
-      clear: merge.clear!,
-    },
+  const common = {
     insert: { insert: insert.insert!, events: insert.events! },
     clash: await statement('batch-clash.sql', tables),
   };
+  if (form.distributed) {
+    const s = await sections('merge-batch.sql', tables, names);
+    const split = {
+      plan: `insert into ${tables.plan} (${PLAN_COLUMNS})\n${s.decide!}`,
+      counts: s.counts!,
+      skips: s.skips!,
+      write: s.write!,
+      events: s.events!,
+      clear: s.clear!,
+    };
+    return { merge: { split }, ...common };
+  }
+  // The plan is the CTE `plan`; the writes' import id and method move from $4, $5 to $7, $8.
+  const s = await sections('merge-batch.sql', { ...tables, plan: 'plan' }, names);
+  const own = (text: string) => text.replace(/\$([45])(?!\d)/g, (_, k: string) => `$${Number(k) + 3}`);
+  const ctes = [
+    `plan as materialized (\n${s.decide!}\n)`,
+    form.recordSkips && `skipped as (\n${s.skips!}\n)`,
+    `written as (\n${own(s.write!)}\nreturning 1\n)`,
+    form.publishEvents && `published as (\n${own(s.events!)}\n)`,
+  ].filter(Boolean);
+  const events = form.publishEvents ? '(select coalesce(sum(n), 0) from published)' : '0';
+  const fused = `with ${ctes.join(',\n')}
+select tally.*, (select count(*) from written)::int8 as written, ${events}::int8 as events
+from (\n${s.counts!}\n) tally`;
+  return { merge: { fused }, ...common };
 }
 
 const sqlTexts = new Map<string, Promise<string>>();
