@@ -1,7 +1,8 @@
 import type { Pipeline } from '../state';
 
 /**
- * Keeps each plan table (merge-batch.sql) a few batches big. A batch inserts its rows' plan and
+ * Keeps each plan table (merge-batch.sql) a few batches big: on a Citus cluster, the only place the
+ * batches keep their plan in a table (one PostgreSQL's batch is one statement). A batch inserts its rows' plan and
  * deletes it again before it commits; nothing else frees those pages, since PostgreSQL inserts
  * only into pages the free-space map names and only VACUUM fills that map, and autovacuum comes by
  * once a minute at best. Left alone, a plan table grew to the size of its whole part of the merge
