@@ -69,7 +69,7 @@ test('statistics predating the account: each staged row is one primary-key probe
       return rows.map((r) => r['QUERY PLAN']).join('\n');
     });
   const job = { strategy: 'overwrite', overwriteBrands: false, restoreDisabled: false, id: importId, method: 'api' };
-  const plan = await explain(fused!, fusedParams([id, 0, 2 * EXISTING], job));
+  const plan = await explain(fused!, fusedParams([id, 0, 2 * EXISTING], job, true));
   await sql.unsafe(`drop table ${table}, ${rejects}`);
 
   expect(plan).toMatch(

@@ -30,6 +30,8 @@
 -- name: decide
 -- $1 account id   $2 last seq of the part already merged   $3 last seq of this batch
 -- $4 strategy     $5 overwrite brands (only with overwrite)  $6 restore disabled
+-- $7 whether a seed of the account lies in the batch's key range (batch-clash.sql): without one,
+--    no probe of seeds per row
 -- Its columns are the plan table's (worker/import/staging.ts: ensurePlanTable), in its order.
 --
 -- The contact and the seed of each staged row are looked up through their primary keys, one probe
@@ -133,7 +135,7 @@ from (
     left join lateral (
       select true as seed
       from seed_addresses s
-      where s.account_id = $1::uuid and s.email_md5 = r.email_md5
+      where $7::bool and s.account_id = $1::uuid and s.email_md5 = r.email_md5
       offset 0
     ) s on true
     where r.account_id = $1::uuid and r.seq > $2::int8 and r.seq <= $3::int8

@@ -183,7 +183,7 @@ describe('the merge statements on the cluster', () => {
     const merge = statements.merge.split!; // a cluster's batches plan into a table
     const statementsToCheck: [string, string, unknown[]][] = [
       ['clash', statements.clash, range],
-      ['merge.plan', merge.plan, [...range, 'overwrite', false, false]],
+      ['merge.plan', merge.plan, [...range, 'overwrite', false, false, true]],
       ['merge.skips', merge.skips, range],
       ['merge.write', merge.write, [...range, importId, 'api']],
       ['merge.events', merge.events, [...range, importId]],

@@ -4,7 +4,7 @@ import type { Tx } from '../../../src/db';
 import { mergeBatchLock } from '../../../src/locks';
 import { Pacer } from '../pace';
 import { StagingLostError, type Pipeline } from '../state';
-import { fusedParams, type PartStatements } from './sql-files';
+import { decideParams, fusedParams, type PartStatements } from './sql-files';
 
 /** In-process retries of a batch that lost a deadlock or serialization race before giving up to the queue. */
 const RACE_RETRIES = 3;
@@ -144,8 +144,9 @@ async function mergeRange(
   };
   // A range that holds no contact and no seed of the account is all adds: the plain INSERT of
   // insert-batch.sql does exactly what merge-batch.sql would, for less.
-  const [probe] = await run<{ clash: boolean }>(statements.clash, range);
-  if (!probe!.clash) {
+  const [probe] = await run<{ contacts: boolean; seeds: boolean }>(statements.clash, range);
+  const { seeds } = probe!;
+  if (!probe!.contacts && !seeds) {
     const { insert } = statements;
     const added = (await run(insert.insert, [...range, job.id, job.method])).count;
     return { rows: added, added, updated: 0, skipped: 0, events: await events(insert.events), planned: false };
@@ -162,12 +163,12 @@ async function mergeRange(
   let written: number;
   let published: number;
   if (fused !== undefined) {
-    const [got] = await run<Counts>(fused, fusedParams(range, job));
+    const [got] = await run<Counts>(fused, fusedParams(range, job, seeds));
     counts = count(got!);
     written = Number(got!.written);
     published = Number(got!.events);
   } else {
-    await run(split.plan, [...range, job.strategy, job.overwriteBrands, job.restoreDisabled]);
+    await run(split.plan, [...range, ...decideParams(job, seeds)]);
     const [got] = await run<Counts>(split.counts, range);
     counts = count(got!);
     if (m.recordSkips && counts.skipped > 0) await run(split.skips, range);

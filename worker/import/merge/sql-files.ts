@@ -21,7 +21,7 @@ export interface PartStatements {
   merge: { fused: string; split?: undefined } | { split: SplitMerge; fused?: undefined };
   /** the fast path of a batch whose key range holds no contact and no seed: all adds (insert-batch.sql) */
   insert: { insert: string; events: string };
-  /** whether the batch's key range meets a contact or a seed of the account (batch-clash.sql) */
+  /** whether the batch's key range meets contacts, and seeds, of the account (batch-clash.sql) */
   clash: string;
 }
 
@@ -42,14 +42,21 @@ export interface MergeForm {
   publishEvents: boolean;
 }
 
+/** What a batch's decision takes beyond its range (merge-batch.sql `decide`, $4-$7). */
+export const decideParams = (
+  job: { strategy: string; overwriteBrands: boolean; restoreDisabled: boolean },
+  seeds: boolean,
+) => [job.strategy, job.overwriteBrands, job.restoreDisabled, seeds];
+
 /**
- * The fused batch's parameters: the decision's $1-$6 (merge-batch.sql `decide`), then the import id
- * and method the write and the events take as their own $4 and $5.
+ * The fused batch's parameters: the decision's $1-$7, then the import id and method the write and
+ * the events take as their own $4 and $5.
  */
 export const fusedParams = (
   range: unknown[],
   job: { strategy: string; overwriteBrands: boolean; restoreDisabled: boolean; id: string; method: string },
-) => [...range, job.strategy, job.overwriteBrands, job.restoreDisabled, job.id, job.method];
+  seeds: boolean,
+) => [...range, ...decideParams(job, seeds), job.id, job.method];
 
 const PLAN_COLUMNS =
   'account_id, seq, row_no, email_md5, email, attributes, brand_ids, assigned_brand_ids, skip_reason, outcome';
@@ -74,9 +81,9 @@ export async function partStatements(tables: PartTables, form: MergeForm): Promi
     };
     return { merge: { split }, ...common };
   }
-  // The plan is the CTE `plan`; the writes' import id and method move from $4, $5 to $7, $8.
+  // The plan is the CTE `plan`; the writes' import id and method move from $4, $5 to $8, $9.
   const s = await sections('merge-batch.sql', { ...tables, plan: 'plan' }, names);
-  const own = (text: string) => text.replace(/\$([45])(?!\d)/g, (_, k: string) => `$${Number(k) + 3}`);
+  const own = (text: string) => text.replace(/\$([45])(?!\d)/g, (_, k: string) => `$${Number(k) + 4}`);
   const ctes = [
     `plan as materialized (\n${s.decide!}\n)`,
     form.recordSkips && `skipped as (\n${s.skips!}\n)`,
