@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
+import { closeSync, constants, createWriteStream, openSync } from 'node:fs';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -225,7 +225,17 @@ describe('runManualSuppressionImport: one import at a time', () => {
     expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
     const outcome = run(list, fifo).catch((e: unknown) => e);
     const writer = createWriteStream(fifo);
+    let opened = false;
+    writer.on('open', () => (opened = true));
+    writer.on('error', () => {}); // EPIPE once the import has stopped reading: expected here
     writer.write(`${firstLine}\n`);
+    // An import that ends before it opens the pipe leaves the writer's open blocked for good, and
+    // with it one of the runtime's file-system threads: a few of those and every later file
+    // operation of this process waits (a CI run lost the rest of this file to 120 s timeouts).
+    // Opening the read end lets the writer's open return.
+    void outcome.then(() => {
+      if (!opened) closeSync(openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK));
+    });
     return { outcome, writer };
   }
 
@@ -255,13 +265,18 @@ describe('runManualSuppressionImport: one import at a time', () => {
   test('a digest import whose connection dies while the file is read applies nothing and fails', async () => {
     const list = await newList('md5');
     const { outcome, writer } = await importFromPipe(list, md5('lost'));
-    // The holder's session sits idle, holding the list, while the file is read and sorted.
+    // The holder's session sits idle, holding the list, while the file is read and sorted. Killed
+    // once the import is recorded: between the lock and that row a kill stops an import that never
+    // was (a loaded CI run killed it there: nothing to mark failed, and the pipe never opened).
     const pid = await pidOf(`
       select l.pid from pg_locks l join pg_database d on d.oid = l.database
-      where l.locktype = 'advisory' and l.granted and d.datname = current_database()`).catch((e) => {
-      writer.end(); // never leave the import waiting on the pipe for the rest of the file
-      throw e;
-    });
+      where l.locktype = 'advisory' and l.granted and d.datname = current_database()
+        and exists (select 1 from suppression_imports i where i.list_id = '${list}' and i.status = 'importing')`).catch(
+      (e) => {
+        writer.end(); // never leave the import waiting on the pipe for the rest of the file
+        throw e;
+      },
+    );
     await t.db.sql`select pg_terminate_backend(${pid}::int)`;
     writer.end(`${md5('more')}\n`);
     const error = await outcome;
