@@ -44,6 +44,20 @@ test("the outbox's md5 sets use lz4 where the server has it, else the default (0
   expect(column!.method).toBe(server!.lz4 ? 'l' : '');
 });
 
+test("the write guard is one volatile frame without Citus's catalog lookup on one PostgreSQL (0010)", async () => {
+  const [citus] = await sql`select 1 from pg_extension where extname = 'citus'`;
+  const guards = await sql<{ name: string; volatility: string; source: string }[]>`
+    select proname as name, provolatile as volatility, prosrc as source from pg_proc
+    where proname in ('contact_write_lock', 'contact_write_ok') order by proname`;
+  expect(guards.map((g) => g.name)).toEqual(['contact_write_lock', 'contact_write_ok']);
+  for (const g of guards) {
+    // On Citus the create's guard must be stable (pushed down whole) and the lock reads the shard.
+    expect(g.volatility).toBe(citus && g.name === 'contact_write_ok' ? 's' : 'v');
+    expect(g.source.includes('to_regclass')).toBe(Boolean(citus) && g.name === 'contact_write_lock');
+    expect(g.source.includes('contact_write_lock(')).toBe(Boolean(citus) && g.name === 'contact_write_ok');
+  }
+});
+
 test('a database migrated by another version of the service is refused, and nothing is applied', async () => {
   await sql`insert into schema_migrations (version, checksum) values ('0004_cache_invalidation.sql', 'x')`;
   try {

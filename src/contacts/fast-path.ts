@@ -29,7 +29,7 @@ import {
  * cache_versions they were read at, and the statement re-reads those two counters (one index
  * probe): unchanged counters mean, in the statement's own snapshot, an unchanged key and schema.
  * The write guard runs inside the statement: a recorded bulk operation refuses the write at once,
- * otherwise contact_write_lock (sql/migrations/0003_contact_write_lock.sql) takes the shared lock
+ * otherwise contact_write_lock (sql/migrations/0010_write_guard_one_frame.sql) takes the shared lock
  * and checks again with a fresh snapshot.
  *
  * No rule of a write is spelled here: the request's (create-request.ts, AttributeSchema.read), the

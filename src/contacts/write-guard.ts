@@ -50,16 +50,17 @@ export async function withContactWrite<T>(sql: Sql, accountId: string, fn: (tx: 
 
 /**
  * The single write's lock and second check as one SQL expression, true when the write may go on:
- * contact_write_lock() (sql/migrations) takes the account's lock shared and checks again with a
- * fresh snapshot, which a statement's own snapshot, taken before the wait, could not.
+ * contact_write_lock() (sql/migrations/0010) takes the account's lock shared and checks again with
+ * a fresh snapshot, which a statement's own snapshot, taken before the wait, could not.
  */
 export const contactWriteLock = (sql: AnySql, accountId: string) => sql`contact_write_lock(${accountId}::uuid)`;
 
 /**
  * The same lock and second check inside ONE `INSERT … SELECT`, with the account as `accountColumn`, a
- * column of the statement's distributed table: contact_write_ok() (sql/migrations/0008), declared
- * stable so that Citus sends the insert whole to the account's node. The caller must evaluate it
- * only after its other checks passed (a CASE over them): a qual of its own could be evaluated first.
+ * column of the statement's distributed table: contact_write_ok() (sql/migrations/0010), on Citus
+ * declared stable so that Citus sends the insert whole to the account's node, on one PostgreSQL the
+ * lock's own body in one frame. The caller must evaluate it only after its other checks passed (a
+ * CASE over them): a qual of its own could be evaluated first.
  */
 export const contactWriteLockInInsert = (sql: AnySql, accountColumn: Fragment) =>
   sql`contact_write_ok(${accountColumn})`;

@@ -75,6 +75,12 @@ test('a database used on one PostgreSQL is distributed in place, with its rows',
   expect(functions.map((f) => f.result)).toEqual(
     nodes.slice(1).map(() => 'account_bulk_lock,contact_write_lock,contact_write_ok'),
   );
+  // In their Citus form (migration 0010): the create's guard stable, so that Citus pushes it down.
+  const forms = await sql<{ result: string }[]>`
+    select result from run_command_on_all_nodes($$
+      select string_agg(proname || ':' || provolatile::text, ',' order by proname) from pg_proc
+      where proname in ('contact_write_lock', 'contact_write_ok')$$)`;
+  expect(forms.map((f) => f.result)).toEqual(nodes.map(() => 'contact_write_lock:v,contact_write_ok:s'));
 
   // Run again: nothing to do, the same answer.
   const again = await admin('citus', 'distribute');
