@@ -251,4 +251,35 @@ describe('the API fast path on the cluster', () => {
       await sql.end();
     }
   });
+
+  test("a PATCH is one UPDATE on the account's node, its lock in the statement's CTE", async () => {
+    const account = await createAccount(bed.db.sql);
+    await createKey(bed.db.sql, account);
+    await bed.db.sql`insert into schema_attributes (account_id, name, type) values (${account}, 'nick', 'string')`;
+    const sent: { query: string; params: unknown[] }[] = [];
+    const sql = connect(bed.db.url, 1, { debug: (_c, query, params) => sent.push({ query, params }) });
+    try {
+      const [{ keys } = { keys: -1 }] = await sql<{ keys: number }[]>`
+        select keys from cache_versions where account_id = ${account}`;
+      const claim = { auth: { accountId: account, keyId: 'test', scopes: [] }, keysVersion: keys };
+      const fast = new ContactFastPath(sql, new LiveCache());
+      const email = `patch-${crypto.randomUUID()}@example.com`;
+      const created = await fast.create(claim, { email });
+      expect(await fast.patch(claim, created!.emailMd5, { nick: 'Ann' })).toMatchObject({
+        attributes: { nick: 'Ann' },
+      });
+      const updates = sent.filter((s) => /\bupdate contacts\b/i.test(s.query));
+      expect(updates.length).toBe(1);
+      const rows = await sql.unsafe<{ 'QUERY PLAN': string }[]>(
+        `explain (costs off) ${updates[0]!.query}`,
+        updates[0]!.params as never,
+      );
+      const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+      expect(plan).toMatch(/Task Count: 1\n/);
+      expect(plan).toMatch(/Update on contacts_\d+/);
+      expect(plan).not.toMatch(/Distributed Subplan|pull to coordinator|repartition/i);
+    } finally {
+      await sql.end();
+    }
+  });
 });
