@@ -213,20 +213,35 @@ describe('the merge statements on the cluster', () => {
   });
 });
 
+/**
+ * The API's fast path for a new account with a key, on its own connection that records every
+ * statement it sends, and the plan Citus makes of such a statement.
+ */
+async function recordingFastPath() {
+  const account = await createAccount(bed.db.sql);
+  await createKey(bed.db.sql, account);
+  const sent: { query: string; params: unknown[] }[] = [];
+  const sql = connect(bed.db.url, 1, { debug: (_c, query, params) => sent.push({ query, params }) });
+  const [{ keys } = { keys: -1 }] = await sql<{ keys: number }[]>`
+    select keys from cache_versions where account_id = ${account}`;
+  const claim = { auth: { accountId: account, keyId: 'test', scopes: [] }, keysVersion: keys };
+  const planOf = async (statement: { query: string; params: unknown[] }) => {
+    const rows = await sql.unsafe<{ 'QUERY PLAN': string }[]>(
+      `explain (costs off) ${statement.query}`,
+      statement.params as never,
+    );
+    return rows.map((r) => r['QUERY PLAN']).join('\n');
+  };
+  return { account, sql, sent, claim, fast: new ContactFastPath(sql, new LiveCache()), planOf };
+}
+
 describe('the API fast path on the cluster', () => {
   test("a POST's create is one INSERT on the account's node: no subplan, nothing via the coordinator", async () => {
     // Citus plans an INSERT … SELECT that calls a volatile function through the coordinator (a subplan,
     // the row copied to every worker, a two-phase commit over them): the create must not be one.
-    const account = await createAccount(bed.db.sql);
-    await createKey(bed.db.sql, account);
-    const sent: { query: string; params: unknown[] }[] = [];
-    const sql = connect(bed.db.url, 1, { debug: (_c, query, params) => sent.push({ query, params }) });
+    const { account, sql, sent, claim, fast, planOf } = await recordingFastPath();
     try {
-      const [{ keys } = { keys: -1 }] = await sql<{ keys: number }[]>`
-        select keys from cache_versions where account_id = ${account}`;
-      const claim = { auth: { accountId: account, keyId: 'test', scopes: [] }, keysVersion: keys };
       const brand = await createBrand(bed.db.sql, account, 'Fast');
-      const fast = new ContactFastPath(sql, new LiveCache());
       // Without brands, and with one whose subscribe event is written in the same transaction.
       const plain = `fast-${crypto.randomUUID()}@example.com`;
       const branded = `fast-${crypto.randomUUID()}@example.com`;
@@ -238,11 +253,7 @@ describe('the API fast path on the cluster', () => {
       const inserts = sent.filter((s) => /^\s*insert into contacts/i.test(s.query));
       expect(inserts.length).toBe(2);
       for (const insert of inserts) {
-        const rows = await sql.unsafe<{ 'QUERY PLAN': string }[]>(
-          `explain (costs off) ${insert.query}`,
-          insert.params as never,
-        );
-        const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+        const plan = await planOf(insert);
         expect(plan).toMatch(/Task Count: 1\n/);
         expect(plan).toMatch(/Insert on contacts_\d+/);
         expect(plan).not.toMatch(/Distributed Subplan|pull to coordinator|repartition/i);
@@ -253,16 +264,9 @@ describe('the API fast path on the cluster', () => {
   });
 
   test("a PATCH is one UPDATE on the account's node, its lock in the statement's CTE", async () => {
-    const account = await createAccount(bed.db.sql);
-    await createKey(bed.db.sql, account);
-    await bed.db.sql`insert into schema_attributes (account_id, name, type) values (${account}, 'nick', 'string')`;
-    const sent: { query: string; params: unknown[] }[] = [];
-    const sql = connect(bed.db.url, 1, { debug: (_c, query, params) => sent.push({ query, params }) });
+    const { account, sql, sent, claim, fast, planOf } = await recordingFastPath();
     try {
-      const [{ keys } = { keys: -1 }] = await sql<{ keys: number }[]>`
-        select keys from cache_versions where account_id = ${account}`;
-      const claim = { auth: { accountId: account, keyId: 'test', scopes: [] }, keysVersion: keys };
-      const fast = new ContactFastPath(sql, new LiveCache());
+      await bed.db.sql`insert into schema_attributes (account_id, name, type) values (${account}, 'nick', 'string')`;
       const email = `patch-${crypto.randomUUID()}@example.com`;
       const created = await fast.create(claim, { email });
       expect(await fast.patch(claim, created!.emailMd5, { nick: 'Ann' })).toMatchObject({
@@ -270,11 +274,7 @@ describe('the API fast path on the cluster', () => {
       });
       const updates = sent.filter((s) => /\bupdate contacts\b/i.test(s.query));
       expect(updates.length).toBe(1);
-      const rows = await sql.unsafe<{ 'QUERY PLAN': string }[]>(
-        `explain (costs off) ${updates[0]!.query}`,
-        updates[0]!.params as never,
-      );
-      const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+      const plan = await planOf(updates[0]!);
       expect(plan).toMatch(/Task Count: 1\n/);
       expect(plan).toMatch(/Update on contacts_\d+/);
       expect(plan).not.toMatch(/Distributed Subplan|pull to coordinator|repartition/i);
