@@ -55,6 +55,13 @@ export interface Config {
   readonly rejectedRowsReport: boolean;
   /** Days a rejected-rows report is kept after its import finished; the sweep removes it then. */
   readonly rejectedRowsRetentionDays: number;
+  /** Days a brand-subscribe event stays in the feed (GET /v1/events); the sweep removes it then. */
+  readonly eventRetentionDays: number;
+  /**
+   * Webhook endpoints may point at loopback, private and link-local addresses. Off by default; on
+   * for the embedded default (no DATABASE_URL), where the receiver is on the developer's machine.
+   */
+  readonly webhookAllowPrivateUrls: boolean;
 }
 
 export type StorageConfig =
@@ -160,6 +167,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     contactFastPath: bool(env, 'CONTACT_FAST_PATH', true),
     rejectedRowsReport: bool(env, 'REJECTED_ROWS_REPORT', true),
     rejectedRowsRetentionDays: int(env, 'REJECTED_ROWS_RETENTION_DAYS', 30, 1, 3650),
+    eventRetentionDays: int(env, 'EVENT_RETENTION_DAYS', 7, 1, 3650),
+    webhookAllowPrivateUrls: bool(env, 'WEBHOOK_ALLOW_PRIVATE_URLS', nonEmpty(env, 'DATABASE_URL') === undefined),
   });
 }
 

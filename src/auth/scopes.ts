@@ -6,6 +6,9 @@ export const ALL_SCOPES = [
   'brands:read',
   'suppressions:read',
   'suppressions:write',
+  'events:read',
+  'webhooks:read',
+  'webhooks:write',
 ] as const;
 export type Scope = (typeof ALL_SCOPES)[number];
 
@@ -24,5 +27,8 @@ export function requiredScope(method: string, path: string): Scope | undefined {
   if (path.startsWith('/v1/contact-imports')) return read ? 'imports:read' : 'imports:write';
   if (path.startsWith('/v1/brands')) return 'brands:read';
   if (path.startsWith('/v1/suppression-lists')) return read ? 'suppressions:read' : 'suppressions:write';
+  if (path === '/v1/events') return 'events:read';
+  if (path === '/v1/webhook-endpoints' || path.startsWith('/v1/webhook-endpoints/'))
+    return read ? 'webhooks:read' : 'webhooks:write';
   return undefined;
 }

@@ -1,0 +1,75 @@
+-- The way out for brand-subscribe events: the feed (GET /v1/events) and the webhook relay
+-- (src/events, worker/events). README "Events and webhooks".
+--
+-- Why a position and not the id: an id is taken when a set is inserted, but the set becomes
+-- visible when its transaction commits, and transactions commit out of id order (a merge batch
+-- holds its ids for seconds while single writes commit around it). A reader that moved past the
+-- highest id it saw would skip a set that commits late. So the worker's sequencer gives every
+-- committed set the next position of its account, under the account's head row lock: sequencing
+-- transactions of one account run one after another, each sees the sets committed before it, and
+-- a reader that sees a position sees every lower one. Positions are the feed's order.
+alter table brand_subscribe_events add column position bigint;
+create unique index brand_subscribe_events_feed
+  on brand_subscribe_events (account_id, position) where position is not null;
+-- What the sequencer still has to place: small, since the sequencer keeps up within a tick.
+create index brand_subscribe_events_unsequenced
+  on brand_subscribe_events (account_id, id) where position is null;
+-- The retention sweep's range.
+create index brand_subscribe_events_created on brand_subscribe_events (created_at);
+
+-- One row per account with events: the sequencer's lock and the last position it gave out, and
+-- how far the retention sweep removed the feed (a cursor below that has lost events).
+create table event_feed_heads (
+  account_id        uuid not null primary key,
+  sequenced_through bigint not null default 0,
+  pruned_through    bigint not null default 0
+);
+
+-- Where an account's events are pushed. The cursor (delivered_position, delivered_md5) is the last
+-- event delivered: events are ordered by position, then by md5 within a set (the sets' md5s are
+-- sorted), and the all-f md5 means "every event of that position". A new endpoint starts at its
+-- account's head: it receives the events that become visible after it was made.
+create table webhook_endpoints (
+  account_id          uuid not null,
+  id                  uuid not null default gen_random_uuid(),
+  url                 text not null,
+  description         text,
+  secret              text not null,
+  enabled             boolean not null default true,
+  disabled_reason     text,
+  created_at          timestamptz not null default now(),
+  delivered_position  bigint not null,
+  delivered_md5       uuid not null default 'ffffffff-ffff-ffff-ffff-ffffffffffff',
+  -- The batch in flight, fixed at its first attempt and resent unchanged until a 2xx: its webhook-id,
+  -- the last event it holds and the timestamp in its body.
+  batch_id            text,
+  batch_position      bigint,
+  batch_md5           uuid,
+  batch_timestamp     timestamptz,
+  attempts            integer not null default 0,
+  next_attempt_at     timestamptz not null default now(),
+  -- The relay replica delivering it now (worker/events/relay.ts): no two at once.
+  lease_token         uuid,
+  lease_until         timestamptz,
+  last_success_at     timestamptz,
+  last_failure_at     timestamptz,
+  last_failure_reason text,
+  -- Since when every attempt failed; three days of it disable the endpoint.
+  failing_since       timestamptz,
+  primary key (account_id, id)
+);
+create index webhook_endpoints_due on webhook_endpoints (next_attempt_at) where enabled;
+
+select distribute_by_account('event_feed_heads');
+select distribute_by_account('webhook_endpoints');
+
+-- A database that gets Citus later (`citus distribute`): 0010's distribute_tables, then these two.
+alter function distribute_tables() rename to distribute_tables_0010;
+create function distribute_tables() returns void language plpgsql as $$
+begin
+  perform distribute_tables_0010();
+  perform distribute_by_account('event_feed_heads');
+  perform distribute_by_account('webhook_endpoints');
+  perform truncate_local_data_after_distributing_table(logicalrelid)
+  from pg_dist_partition where logicalrelid::text in ('event_feed_heads', 'webhook_endpoints');
+end $$;
