@@ -386,7 +386,7 @@ describe('with the s3 driver and a real queue: the presigned link cannot be refu
     expect(created.status).toBe(201);
     const { id, uploadUrl } = created.body as { id: string; uploadUrl: string };
     const key = importObjectKey(s3.accountId, id);
-    const run = () => sweep({ sql: s3.db.sql, storage, queue: bull });
+    const run = () => sweep({ sql: s3.db.sql, storage, queue: bull, eventRetentionDays: 7 });
     expect((await fetch(uploadUrl, { method: 'PUT', body: CSV })).status).toBe(200);
     expect((await run()).arrived).toEqual([id]);
     expect(await bull.queue.getJob(id)).toBeDefined(); // queued before the cancel

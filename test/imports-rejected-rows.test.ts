@@ -586,12 +586,12 @@ describe('no report', () => {
       select round(extract(epoch from rejected_rows_expires_at - completed_at) / 86400)::int as days
       from contact_imports where id = ${id}`;
     expect(kept!.days).toBe(30);
-    const notYet = await sweep({ sql: t.db.sql, storage: store, queue: bed.queue });
+    const notYet = await sweep({ sql: t.db.sql, storage: store, queue: bed.queue, eventRetentionDays: 7 });
     expect(notYet.reportsRemoved).not.toContain(id);
     await t.db.sql`update contact_imports set rejected_rows_expires_at = now() - interval '1 second' where id = ${id}`;
     // Past its time the report is gone for the API at once, before any sweep.
     expect((await getImport(a, id)).rejectedRowsUrl).toBeUndefined();
-    const result = await sweep({ sql: t.db.sql, storage: store, queue: bed.queue });
+    const result = await sweep({ sql: t.db.sql, storage: store, queue: bed.queue, eventRetentionDays: 7 });
     expect(result.reportsRemoved).toContain(id);
     expect(await store.head(rejectedRowsObjectKey(a.id, id))).toBeUndefined();
     const res = await t.call('GET', `/v1/contact-imports/${id}/rejected-rows`, { key: a.key });

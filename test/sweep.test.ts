@@ -59,7 +59,7 @@ beforeEach(async () => {
   await queue.queue.obliterate({ force: true });
 });
 
-const run = () => sweep({ sql: t.db.sql, storage, queue });
+const run = () => sweep({ sql: t.db.sql, storage, queue, eventRetentionDays: 7 });
 
 /** An import of its own account (one open import per account), `hoursAgo` old. */
 async function insert(status: string, hoursAgo: number, accountId?: string): Promise<string> {
@@ -151,7 +151,7 @@ describe('S3 arrivals', () => {
   test('the local driver needs no arrival sweep (its upload handler marks the import)', async () => {
     const local = await createStore(loadConfig({ DATA_DIR: dir, STORAGE_DIR: join(dir, 'objects') }));
     await insert('awaiting-upload', 1);
-    expect((await sweep({ sql: t.db.sql, storage: local, queue })).arrived).toEqual([]);
+    expect((await sweep({ sql: t.db.sql, storage: local, queue, eventRetentionDays: 7 })).arrived).toEqual([]);
   });
 });
 

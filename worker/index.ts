@@ -35,6 +35,8 @@ import { workerErrorLog } from './redis-loss';
 import { keepSweepScheduler } from './schedulers';
 import { removeStaleReportFiles } from './import/report';
 import { sweep } from './sweep';
+import { runLoop } from './events/loop';
+import { sequenceEvents } from './events/sequencer';
 
 // A process in an unknown state must not keep taking jobs: log, exit, let the supervisor restart it.
 // BullMQ hands the job of a dead worker to another one once its lock lapses.
@@ -67,6 +69,9 @@ const fairShare = new FairShare(concurrency, async () => {
   const [oldest] = await importQueue.queue.getWaiting(0, 0);
   return oldest ? Math.max(0, Date.now() - oldest.timestamp) : 0;
 });
+
+/** How soon a committed event set gets its feed position, and so reaches the feed and the webhooks. */
+const SEQUENCE_EVERY_MS = 200;
 
 type Handler = (job: Job, token?: string) => Promise<unknown>;
 
@@ -118,7 +123,7 @@ const handlers: Record<string, Record<string, Handler>> = {
   },
   [SWEEP_QUEUE]: {
     [SWEEP_JOB]: async () => {
-      const result = await sweep({ sql, storage, queue: importQueue });
+      const result = await sweep({ sql, storage, queue: importQueue, eventRetentionDays: config.eventRetentionDays });
       if (result.expired.length) importsFinished.inc({ status: 'failed' }, result.expired.length);
       if (Object.values(result).some((ids) => ids.length > 0)) log('info', 'upload sweep', { ...result });
       return result;
@@ -208,6 +213,8 @@ const sweepScheduler = keepSweepScheduler(sweepQueue, sweepConnection);
 await sweepScheduler.started;
 // Rejected-rows report files of workers killed on this machine (worker/import/report.ts).
 const staleReports = await removeStaleReportFiles();
+// Brand-subscribe events get their feed positions once committed (worker/events/sequencer.ts).
+const sequencer = runLoop('event sequencer', SEQUENCE_EVERY_MS, () => sequenceEvents(sql));
 log('info', 'worker started', { concurrency, storage: storage.driver, staleReportFilesRemoved: staleReports.length });
 const metricsServer = serveMetrics(metrics.registry, { port: config.workerMetricsPort, hostname: config.host });
 if (metricsServer)
@@ -252,7 +259,7 @@ async function shutdown(signal: string) {
   stopping = true;
   log('info', 'worker shutting down', { signal });
   sweepScheduler.stop();
-  await Promise.allSettled([importWorker.close(), sweepWorker.close()]);
+  await Promise.allSettled([importWorker.close(), sweepWorker.close(), sequencer.stop()]);
   await metricsServer?.stop(true);
   await Promise.allSettled([sweepQueue.close(), importQueue.close()]);
   await sweepConnection.quit().catch(() => sweepConnection.disconnect());

@@ -4,12 +4,15 @@ import { releaseStaleSchemaHolds } from '../src/contacts/write-guard';
 import { expireRejectedRows, expireUnused, markUploaded } from '../src/imports/lifecycle';
 import type { ImportQueue } from '../src/imports/queue';
 import { importObjectKey } from '../src/storage';
+import { pruneEvents } from '../src/events/retention';
 import type { ObjectStore } from '../src/storage/store';
 
 export interface SweepDeps {
   sql: Sql;
   storage: ObjectStore;
   queue: ImportQueue;
+  /** EVENT_RETENTION_DAYS: events older than this leave the feed. */
+  eventRetentionDays: number;
 }
 
 export interface SweepResult {
@@ -23,6 +26,8 @@ export interface SweepResult {
   released: string[];
   /** Imports whose rejected-rows report passed its retention and was removed. */
   reportsRemoved: string[];
+  /** Accounts whose events past their retention were removed from the feed. */
+  eventsPruned: string[];
 }
 
 const HEAD_CONCURRENCY = 16;
@@ -39,7 +44,8 @@ export async function sweep(deps: SweepDeps): Promise<SweepResult> {
   const requeued = await requeueOrphans(deps);
   const released = await releaseStaleHolds(deps);
   const reportsRemoved = await removeExpiredReports(deps);
-  return { arrived, expired, requeued, released, reportsRemoved };
+  const eventsPruned = (await pruneEvents(deps.sql, deps.eventRetentionDays)).map((p) => p.accountId);
+  return { arrived, expired, requeued, released, reportsRemoved, eventsPruned };
 }
 
 /** Rejected-rows reports past REJECTED_ROWS_RETENTION_DAYS: forgotten first, then their objects removed. */
