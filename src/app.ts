@@ -21,6 +21,7 @@ import { suppressionListRoutes } from './suppressions';
 import { contactRoutes, takesKeyClaims } from './contacts';
 import { ContactFastPath } from './contacts/fast-path';
 import { importRoutes } from './imports';
+import { eventRoutes } from './events';
 
 /** Builds the whole HTTP app from the feature modules. Tests call `app.handle(new Request(…))`. */
 export function buildApp(deps: Deps) {
@@ -109,7 +110,8 @@ export function buildApp(deps: Deps) {
     .use(brandRoutes(deps))
     .use(suppressionListRoutes(deps))
     .use(contactRoutes(deps, fastPath))
-    .use(importRoutes(deps));
+    .use(importRoutes(deps))
+    .use(eventRoutes(deps));
 }
 
 export type App = ReturnType<typeof buildApp>;

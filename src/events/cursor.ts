@@ -27,7 +27,10 @@ export function parseCursor(text: string, parameter = 'after'): Cursor {
   const decoded = /^[A-Za-z0-9_-]{1,80}$/.test(text) ? Buffer.from(text, 'base64url').toString('latin1') : '';
   const m = TEXT.exec(decoded);
   if (!m || formatCursor(fromMatch(m)) !== text)
-    throw invalidParameter(parameter, `${parameter} is not a cursor this feed gave out; pass a "next" value unchanged.`);
+    throw invalidParameter(
+      parameter,
+      `${parameter} is not a cursor this feed gave out; pass a "next" value unchanged.`,
+    );
   return fromMatch(m);
 }
 

@@ -44,6 +44,7 @@ const REASONS: Record<string, string> = {
   '403': 'The key lacks the scope (permission_error)',
   '404': 'Not found (not_found_error)',
   '409': 'Conflict (contact_exists, operation_in_progress or conflict_error)',
+  '410': 'The cursor is older than the event retention: events after it were removed (conflict_error)',
   '500': 'Unexpected error (api_error)',
   '503': 'Not ready',
 };

@@ -12,7 +12,7 @@ export const PARAMETER = 'x-parameter';
  * which reads `0x10` as 16, `1e1` as 10 and ` 1`, `+1` or `1.0` as 1; the raw text is checked
  * against digits instead and decoded here, with the bounds, so each fault names its parameter.
  */
-function queryInteger(name: string, minimum: number, maximum: number, error: string, description: string) {
+export function queryInteger(name: string, minimum: number, maximum: number, error: string, description: string) {
   return t.Optional(
     t
       .Transform(t.String({ pattern: '^[0-9]+$', error, description, [PARAMETER]: name }))
