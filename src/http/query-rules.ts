@@ -10,6 +10,8 @@ export const ROUTES_WITH_QUERY: ReadonlySet<string> = new Set([
   'GET /v1/suppression-lists',
   'GET /v1/suppression-lists/:suppressionListId/imports',
   'GET /v1/contact-imports',
+  'GET /v1/events',
+  'GET /v1/webhook-endpoints',
 ]);
 
 /**
