@@ -146,6 +146,11 @@ describe('the OpenAPI document (GET /docs/json)', () => {
     expect(extensions.map((o) => `${o.method.toUpperCase()} ${o.path}`)).toEqual([
       'GET /v1/contact-imports/{importId}/rejected-rows',
       'POST /v1/contact-imports/{importId}/cancel',
+      'GET /v1/events',
+      'GET /v1/webhook-endpoints',
+      'POST /v1/webhook-endpoints',
+      'GET /v1/webhook-endpoints/{id}',
+      'DELETE /v1/webhook-endpoints/{id}',
     ]);
   });
 

@@ -39,6 +39,7 @@ export function eventRoutes({ sql, config }: Deps) {
       detail: {
         summary: 'List brand-subscribe events',
         description:
+          'An extension beyond the contract. ' +
           "The account's brand-subscribe events in the order they became visible. No event is skipped and none " +
           'repeats across pages, whatever order concurrent writes and import batches commit in. An event of a ' +
           'contact erased since is not shown. Scope `events:read`.',
