@@ -16,8 +16,8 @@ import { VENDORED_CITUS_SRC } from '../src/embedded/citus';
 import { startTestServices, testServicesEnv } from './helpers/services';
 
 const ROOT = resolve(import.meta.dir, '..');
-/** The files whose every test runs on the cluster too: the contract's, test/cluster/ besides. */
-const CONTRACT = /^(contacts-|brands|suppression|imports-)/;
+/** The files whose every test runs on the cluster too: the contract's and the events' (issue 36), test/cluster/ besides. */
+const CONTRACT = /^(contacts-|brands|suppression|imports-|event-|webhook-)/;
 
 const files = (dir: string, keep: (f: string) => boolean = () => true) =>
   readdirSync(join(ROOT, dir))
