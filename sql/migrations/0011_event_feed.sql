@@ -9,13 +9,19 @@
 -- transactions of one account run one after another, each sees the sets committed before it, and
 -- a reader that sees a position sees every lower one. Positions are the feed's order.
 alter table brand_subscribe_events add column position bigint;
-create unique index brand_subscribe_events_feed
-  on brand_subscribe_events (account_id, position) where position is not null;
--- What the sequencer still has to place: small, since the sequencer keeps up within a tick.
-create index brand_subscribe_events_unsequenced
-  on brand_subscribe_events (account_id, id) where position is null;
--- The retention sweep's range.
-create index brand_subscribe_events_created on brand_subscribe_events (created_at);
+-- In a block: Citus sends a CREATE INDEX on a distributed table to the workers as the text of the
+-- statement it came in, and a migration file sent whole is several ("cannot insert multiple
+-- commands into a prepared statement"); PL/pgSQL runs each statement as its own.
+do $$
+begin
+  create unique index brand_subscribe_events_feed
+    on brand_subscribe_events (account_id, position) where position is not null;
+  -- What the sequencer still has to place: small, since the sequencer keeps up within a tick.
+  create index brand_subscribe_events_unsequenced
+    on brand_subscribe_events (account_id, id) where position is null;
+  -- The retention sweep's range.
+  create index brand_subscribe_events_created on brand_subscribe_events (created_at);
+end $$;
 
 -- One row per account with events: the sequencer's lock and the last position it gave out, and
 -- how far the retention sweep removed the feed (a cursor below that has lost events).
