@@ -8,6 +8,10 @@
 -- committed set the next position of its account, under the account's head row lock: sequencing
 -- transactions of one account run one after another, each sees the sets committed before it, and
 -- a reader that sees a position sees every lower one. Positions are the feed's order.
+-- On Citus: one connection per node for the whole migration, since it alters distributed tables
+-- and then functions, which Citus refuses after parallel work in the same transaction. A plain
+-- PostgreSQL keeps the setting as an unused placeholder.
+set local citus.multi_shard_modify_mode to 'sequential';
 alter table brand_subscribe_events add column position bigint;
 -- In a block: Citus sends a CREATE INDEX on a distributed table to the workers as the text of the
 -- statement it came in, and a migration file sent whole is several ("cannot insert multiple
