@@ -1,14 +1,14 @@
 /**
  * `bun run bench [-- --rows N] [--duration S] [--connections C] [--strict] [--lean]
- *   [--steps l1,dba,a,b,http,profile,gzip,report,fair] [--shapes wide,narrow] [--flat-rows N] [--no-flat]
- *   [--citus] [--citus-workers N]`
+ *   [--steps l1,dba,a,b,http,mixed,events,profile,gzip,report,fair] [--shapes wide,narrow]
+ *   [--flat-rows N] [--no-flat] [--citus] [--citus-workers N]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
  * L1, the dba step, import A and import B for each file shape (shape-steps.ts; above 1M rows also on
  * the shapes' 1M files, flat.ts), then the HTTP load (and, when asked for, profile, gzip, report and
- * fair) on the wide shape, verifies each after timing, prints the tables and writes
- * bench/results/<timestamp>.json. With --citus, import A and the HTTP step run again on the embedded
- * Citus cluster after that, and a table sets the two side by side with what each node's CPU did per
- * row and per request.
+ * fair) on the wide shape, the mixed step and the events step (events.ts), verifies each after
+ * timing, prints the tables and writes bench/results/<timestamp>.json. With --citus, import A and
+ * the HTTP step run again on the embedded Citus cluster after that, and a table sets the two side by
+ * side with what each node's CPU did per row and per request.
  * Exit 1 when a run or a verification fails (and with --strict when a target is missed).
  */
 import { join } from 'node:path';
@@ -21,6 +21,7 @@ import { FLAT_ROWS, flatRows, flatTable, flatTargets, sizeLabel } from './flat';
 import { generateCsv } from './generate';
 import { gzipFile, runGzipImport, type GzipRun } from './gzip-import';
 import { type HttpOptions } from './http';
+import { eventsTable, eventsTargets, runEvents, type EventsRun } from './events';
 import { runMixed, type MixedRun } from './mixed';
 import { profileRead, readProfileLine } from './profile-read';
 import {
@@ -37,7 +38,7 @@ import {
   type LoadRow,
 } from './report';
 import { cleanFile, runReportCost, type ReportCostFile } from './report-cost';
-import { diskPlan, otherStepsReadWideA, shapePaths, type FilePaths } from './run-plan';
+import { diskPlan, eventsPath, otherStepsReadWideA, shapePaths, type FilePaths } from './run-plan';
 import { childFailures, once, startInfra, startService, type Infra } from './services';
 import { copySteps, importSteps, loadRows, type ShapeRun } from './shape-steps';
 import { SHAPE_NAMES, SHAPES, type ShapeName } from './shapes';
@@ -57,8 +58,8 @@ import { contactStorage } from './storage';
  * 10 s into it, then alone again: as long as three imports of A, and disk for three more sets).
  * Each of them reads the wide file A, whatever `--shapes` says.
  */
-const STEPS = ['l1', 'dba', 'a', 'b', 'http', 'mixed', 'profile', 'gzip', 'report', 'fair'] as const;
-const DEFAULT_STEPS: Step[] = ['l1', 'dba', 'a', 'b', 'http', 'mixed'];
+const STEPS = ['l1', 'dba', 'a', 'b', 'http', 'mixed', 'events', 'profile', 'gzip', 'report', 'fair'] as const;
+const DEFAULT_STEPS: Step[] = ['l1', 'dba', 'a', 'b', 'http', 'mixed', 'events'];
 type Step = (typeof STEPS)[number];
 
 function parseArgs(argv: string[]) {
@@ -159,7 +160,8 @@ async function main(): Promise<number> {
     let lean = opts.lean;
     if (!infra.config.databaseUrl) {
       const dataDir = infra.config.dataDir;
-      const plan = diskPlan(opts, paths, wideAPath, dataDir, await walOnDisk(dataDir));
+      const eventsA = has('events') ? eventsPath(opts, dir) : undefined;
+      const plan = diskPlan(opts, paths, wideAPath, dataDir, await walOnDisk(dataDir), eventsA);
       lean = (await checkDiskSpace(plan, log, { lean })).lean;
     }
     const generate = async (shape: ShapeName, p: FilePaths, rows: number) => ({
@@ -181,6 +183,11 @@ async function main(): Promise<number> {
       if (!wideA) throw new Error('no wide file A was generated for this step');
       return wideA;
     };
+    // The events step reads the narrow file A (events.ts), the narrow shape's when it runs.
+    const narrowRun = runs.find((r) => r.shape === 'narrow');
+    const eventsFile = !has('events')
+      ? undefined
+      : (narrowRun?.files.a ?? (await generateCsv(eventsPath(opts, dir), opts.rows, 0, log, 'narrow')));
     const fileGz = has('gzip') ? await gzipFile(fileA(), log) : undefined;
     const fileClean = has('report') ? await cleanFile(fileA(), log) : undefined;
     const shapeFiles = runs.map((r) => ({ shape: r.shape, ...r.files, flat: r.flat?.files }));
@@ -188,6 +195,7 @@ async function main(): Promise<number> {
     const generated = [
       ...runs.flatMap((r) => [r.files, ...(r.flat ? [r.flat.files] : [])]).flatMap((f) => (f.b ? [f.a, f.b] : [f.a])),
       ...(wideA && !wideRun ? [wideA] : []),
+      ...(eventsFile && !narrowRun ? [eventsFile] : []),
     ];
     const runFiles = new RunFiles(lean, generated, log);
     result.shapes = runs;
@@ -282,6 +290,16 @@ async function main(): Promise<number> {
       }
       result.mixed = mixed = await runMixed(ctx, runId, fileA(), mixedOpts, log);
     }
+    let events: EventsRun | undefined;
+    if (eventsFile) {
+      // As before the mixed step: the run's contacts go first (mixed drops them itself).
+      if (!has('mixed') && (wideRun?.importA || has('http'))) {
+        const how = await dropAccountContacts(infra.sql, account.id);
+        log(`[bench] events: the contacts of the steps before it ${how}`);
+      }
+      const eventsOpts = { timeoutSeconds: importOpts.timeoutSeconds, files: runFiles };
+      result.events = events = await runEvents(ctx, runId, eventsFile, eventsOpts, log);
+    }
     if (childFailures().length) throw new Error(childFailures().join('; '));
     let citus: DatabaseRun | undefined;
     if (opts.citusWorkers) {
@@ -318,6 +336,7 @@ async function main(): Promise<number> {
       ...reportCostTargets(reportCost ?? []),
       ...(fair ? fairTargets(fair) : []),
       ...(mixed ? mixedTargets(mixed) : []),
+      ...(events ? eventsTargets(events) : []),
     ];
     result.targets = targets;
     const sizes = shown.map((r) => `${SHAPES[r.shape].label('file A')} ${(r.files.a.bytes / 1e9).toFixed(2)} GB`);
@@ -340,6 +359,7 @@ async function main(): Promise<number> {
     if (profile) console.log(`read phase, component passes over file A: ${readProfileLine(profile)}\n`);
     if (http.length) console.log(`${httpTable(http)}\n`);
     if (mixed) console.log(`${mixedTable(mixed)}\n`);
+    if (events) console.log(`${eventsTable(events)}\n`);
     if (citus) console.log(`${sideBySide(single, citus, fileA())}\n`);
     else if (runs.some((r) => r.dba || r.importA?.cpu) || http.some((h) => h.cpuMsPerRequest))
       console.log(`${cpuTable([single], wideA)}\n`);
@@ -357,6 +377,9 @@ async function main(): Promise<number> {
       fair && `fair step: import A as import A, each small import's counts and contacts`,
       http.length && 'HTTP answers and end states',
       mixed && "mixed step: the load's answers and end states, the import's counts and contacts",
+      events &&
+        "events step: each import's counts and contacts, every event of the feed and of the webhook once, " +
+          'none missing or unknown, each of its import and brand, every batch signature',
       citus && `${citus.label}: import A and the HTTP step checked as on the single node`,
     ];
     console.log(`\nverification: passed (${checked.filter(Boolean).join('; ') || 'L1 row count'})`);

@@ -43,6 +43,9 @@ export function shapePaths(opts: PlanOptions, dir: string): ShapePaths[] {
   });
 }
 
+/** The events step's file, whatever `--shapes` says: the narrow file A (bench/events.ts says why). */
+export const eventsPath = (opts: PlanOptions, dir: string): string => join(dir, SHAPES.narrow.fileName(opts.rows, 0));
+
 /** The steps that read the wide file A whatever `--shapes` says (the cluster's side too). */
 export function otherStepsReadWideA(opts: PlanOptions): boolean {
   const has = (s: string) => opts.steps.includes(s);
@@ -52,7 +55,8 @@ export function otherStepsReadWideA(opts: PlanOptions): boolean {
 /**
  * The disk plan of the run: the wide shape's part at the run's rows (with the steps after it), and
  * as parts of their own the narrow shape's steps and every shape's small runs (shape-steps.ts: each
- * starts from an empty contacts table and drops its contacts after).
+ * starts from an empty contacts table and drops its contacts after), and the events step's imports
+ * of the narrow file A (`eventsA`; after the run's contacts were dropped, each import's dropped after it).
  */
 export function diskPlan(
   opts: PlanOptions,
@@ -60,6 +64,7 @@ export function diskPlan(
   wideA: string | undefined,
   dataDir: string,
   walOnDisk: number,
+  eventsA?: string,
 ): DiskPlan {
   const has = (s: string) => opts.steps.includes(s);
   const wide = shapes.find((s) => s.shape === 'wide');
@@ -84,6 +89,11 @@ export function diskPlan(
     ...(s.shape === 'wide' ? [] : [part(s.shape, opts.rows, s)]),
     ...(s.flat ? [part(s.shape, opts.flatRows, s.flat)] : []),
   ]);
+  if (has('events') && eventsA) {
+    // One narrow import A at a time: its peak (the narrow shape's part, when planned, holds the file).
+    const planned = shapes.some((s) => s.shape === 'narrow');
+    others.push({ shape: 'narrow', rows: opts.rows, files: planned ? [] : [eventsA], importA: true, importB: false });
+  }
   const derived = has('report') && files[0] ? [cleanPath(files[0])] : [];
   return { dataDir, rows: opts.rows, files, derived, importA, importB, secondImport, others, walOnDisk };
 }

@@ -234,6 +234,8 @@ export async function startService(infra: Infra): Promise<Service> {
     HOST: '127.0.0.1',
     PUBLIC_URL: baseUrl,
     MIGRATE_ON_START: 'false',
+    // The events step's webhook receiver listens on 127.0.0.1 (bench/events.ts), also with a DATABASE_URL.
+    WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
   };
   const api = spawnChild('api', 'src/index.ts', { ...env, APP_NAME: 'bench-api' }, infra.logDir);
   const worker = spawnChild('worker', 'worker/index.ts', { ...env, APP_NAME: 'bench-worker' }, infra.logDir);
