@@ -22,6 +22,7 @@ import { contactRoutes, takesKeyClaims } from './contacts';
 import { ContactFastPath } from './contacts/fast-path';
 import { importRoutes } from './imports';
 import { eventRoutes } from './events';
+import { webhookEndpointRoutes } from './webhooks';
 
 /** Builds the whole HTTP app from the feature modules. Tests call `app.handle(new Request(…))`. */
 export function buildApp(deps: Deps) {
@@ -111,7 +112,8 @@ export function buildApp(deps: Deps) {
     .use(suppressionListRoutes(deps))
     .use(contactRoutes(deps, fastPath))
     .use(importRoutes(deps))
-    .use(eventRoutes(deps));
+    .use(eventRoutes(deps))
+    .use(webhookEndpointRoutes(deps));
 }
 
 export type App = ReturnType<typeof buildApp>;
