@@ -407,6 +407,74 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/v1/events': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List brand-subscribe events
+     * @description An extension beyond the contract. The account's brand-subscribe events in the order they became visible. No event is skipped and none repeats across pages, whatever order concurrent writes and import batches commit in. An event of a contact erased since is not shown. Scope `events:read`.
+     */
+    get: operations['getV1Events'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/webhook-endpoints': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List webhook endpoints, newest first
+     * @description An extension beyond the contract. Needs the scope `webhooks:read`. Secrets are never listed.
+     */
+    get: operations['getV1Webhook-endpoints'];
+    put?: never;
+    /**
+     * Create a webhook endpoint
+     * @description An extension beyond the contract. Needs the scope `webhooks:write`. The endpoint receives, as signed POSTs (Standard Webhooks), every event of the account's feed that becomes visible after it was created, in feed order. The response holds the signing secret, the only time it is shown. 400 `invalid_request_error` with pointer `/url` for a URL that is not an absolute http(s) URL, carries credentials, does not resolve, or is or resolves to a loopback, private, link-local or otherwise non-public address (allowed when the service runs with WEBHOOK_ALLOW_PRIVATE_URLS=true, as the embedded default does). An account has at most 20 endpoints: one more is 409 `conflict_error`.
+     */
+    post: operations['postV1Webhook-endpoints'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/webhook-endpoints/{id}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Get a webhook endpoint and its delivery state
+     * @description An extension beyond the contract. Needs the scope `webhooks:read`. No secret. `delivery` tells how many events wait for the endpoint, its last success, its last failure with the reason, and when a batch awaiting a 2xx is sent again. 404 `not_found_error` for an id that is not one of the account's endpoints.
+     */
+    get: operations['getV1Webhook-endpointsById'];
+    put?: never;
+    post?: never;
+    /**
+     * Delete a webhook endpoint
+     * @description An extension beyond the contract. Needs the scope `webhooks:write`. No batch starts for the endpoint after this (one already on its way may still arrive). 404 `not_found_error` for an id that is not one of the account's endpoints.
+     */
+    delete: operations['deleteV1Webhook-endpointsById'];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -4901,6 +4969,974 @@ export interface operations {
       };
       /** @description Conflict (contact_exists, operation_in_progress or conflict_error) */
       409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Unexpected error (api_error) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+    };
+  };
+  getV1Events: {
+    parameters: {
+      query?: {
+        /** @description A `next` from an earlier page, unchanged. Without it the feed starts at the oldest event kept (EVENT_RETENTION_DAYS). A cursor whose events were removed by the retention gets 410. */
+        after?: string;
+        /** @description Events per page, 1 to 1000. Default 100. */
+        limit?: string;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            data: {
+              /** @description Unique, and the same every time the event is read or delivered: dedupe on it. */
+              id: string;
+              /** @constant */
+              type: 'contact.brand_subscribed';
+              /**
+               * Format: date-time
+               * @description When the brand was assigned.
+               */
+              occurredAt: string;
+              data: {
+                email: string;
+                emailMd5: string;
+                /** Format: uuid */
+                brandId: string;
+                source:
+                  | {
+                      /** @constant */
+                      type: 'api';
+                    }
+                  | {
+                      /** @constant */
+                      type: 'import';
+                      /** Format: uuid */
+                      importId: string;
+                    };
+              };
+            }[];
+            /** @description Pass it as `after` to continue right after the last event of this page. An empty page gives a `next` that still continues from the same place: poll with it. */
+            next: string;
+          };
+        };
+      };
+      /** @description Invalid request (invalid_request_error) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Missing or invalid API key (authentication_error) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description The key lacks the scope (permission_error) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description The cursor is older than the event retention: events after it were removed (conflict_error) */
+      410: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Unexpected error (api_error) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+    };
+  };
+  'getV1Webhook-endpoints': {
+    parameters: {
+      query?: {
+        /** @description Default 1. */
+        page?: string;
+        /** @description Default 200. */
+        pageSize?: string;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            data: {
+              /** Format: uuid */
+              id: string;
+              url: string;
+              /** @description Omitted when none was given. */
+              description?: string;
+              /** @description false once the endpoint was disabled after failing every attempt for 3 days. */
+              enabled: boolean;
+              /** @description Why the endpoint was disabled; present only then. */
+              disabledReason?: string;
+              /** Format: date-time */
+              createdAt: string;
+            }[];
+            pagination: {
+              page: string | number;
+              pageSize: string | number;
+              /** @description Matching items across all pages. */
+              totalCount: string | number;
+              /** @description ceil(totalCount / pageSize); 0 when nothing matches. */
+              totalPages: string | number;
+            };
+          };
+        };
+      };
+      /** @description Invalid request (invalid_request_error) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Missing or invalid API key (authentication_error) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description The key lacks the scope (permission_error) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Unexpected error (api_error) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+    };
+  };
+  'postV1Webhook-endpoints': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': {
+          /** @description An absolute http or https URL of at most 2048 characters, without credentials, whose host resolves. Unless WEBHOOK_ALLOW_PRIVATE_URLS is set, the host must not be or resolve to a loopback, private, link-local, CGNAT, multicast or other address that is not publicly reachable. Stored as normalised (WHATWG URL): the URL the events are sent to. */
+          url: string;
+          /** @description Free text for people, at most 500 characters. */
+          description?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Created */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** Format: uuid */
+            id: string;
+            url: string;
+            /** @description Omitted when none was given. */
+            description?: string;
+            /** @constant */
+            enabled: true;
+            /** @description The signing secret, `whsec_` then base64 of 32 random bytes (Standard Webhooks). Shown only in this response: keep it, it cannot be read again. */
+            secret: string;
+            /** Format: date-time */
+            createdAt: string;
+          };
+        };
+      };
+      /** @description Invalid request (invalid_request_error) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Missing or invalid API key (authentication_error) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description The key lacks the scope (permission_error) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Conflict (contact_exists, operation_in_progress or conflict_error) */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Unexpected error (api_error) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+    };
+  };
+  'getV1Webhook-endpointsById': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** Format: uuid */
+            id: string;
+            url: string;
+            /** @description Omitted when none was given. */
+            description?: string;
+            /** @description false once the endpoint was disabled after failing every attempt for 3 days. */
+            enabled: boolean;
+            /** @description Why the endpoint was disabled; present only then. */
+            disabledReason?: string;
+            /** Format: date-time */
+            createdAt: string;
+            delivery: {
+              /** @description Events of the feed after the last one delivered to this endpoint (an in-flight batch included). */
+              pendingEvents: string | number;
+              /**
+               * Format: date-time
+               * @description The last batch answered with a 2xx.
+               */
+              lastSuccessAt?: string;
+              /**
+               * Format: date-time
+               * @description The last attempt that failed.
+               */
+              lastFailureAt?: string;
+              /** @description Why the last failed attempt failed. */
+              lastFailureReason?: string;
+              /**
+               * Format: date-time
+               * @description Since when every attempt failed; present while failing. Three days of it disable the endpoint.
+               */
+              failingSince?: string;
+              /**
+               * Format: date-time
+               * @description When the batch in flight is sent again; present only while one awaits a retry.
+               */
+              nextAttemptAt?: string;
+            };
+          };
+        };
+      };
+      /** @description Invalid request (invalid_request_error) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Missing or invalid API key (authentication_error) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description The key lacks the scope (permission_error) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Not found (not_found_error) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Unexpected error (api_error) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+    };
+  };
+  'deleteV1Webhook-endpointsById': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Deleted; no body. */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description Invalid request (invalid_request_error) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Missing or invalid API key (authentication_error) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description The key lacks the scope (permission_error) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Not found (not_found_error) */
+      404: {
         headers: {
           [name: string]: unknown;
         };
