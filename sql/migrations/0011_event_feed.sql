@@ -13,6 +13,10 @@
 -- PostgreSQL keeps the setting as an unused placeholder.
 set local citus.multi_shard_modify_mode to 'sequential';
 alter table brand_subscribe_events add column position bigint;
+-- How many events a set holds, known without reading its array (TOASTed: 240 KB for a merge batch's
+-- set): a feed page finds the sets it needs from their sizes and reads only those, only the slice
+-- it returns.
+alter table brand_subscribe_events add column size integer generated always as (cardinality(email_md5s)) stored;
 -- In a block: Citus sends a CREATE INDEX on a distributed table to the workers as the text of the
 -- statement it came in, and a migration file sent whole is several ("cannot insert multiple
 -- commands into a prepared statement"); PL/pgSQL runs each statement as its own.
@@ -35,10 +39,10 @@ create table event_feed_heads (
   pruned_through    bigint not null default 0
 );
 
--- Where an account's events are pushed. The cursor (delivered_position, delivered_md5) is the last
--- event delivered: events are ordered by position, then by md5 within a set (the sets' md5s are
--- sorted), and the all-f md5 means "every event of that position". A new endpoint starts at its
--- account's head: it receives the events that become visible after it was made.
+-- Where an account's events are pushed. The cursor (delivered_position, delivered_index) is the
+-- feed's (src/events/cursor.ts): delivered_index events of the set at delivered_position passed, and
+-- every event before that position. A new endpoint starts after its account's head, (head + 1, 0):
+-- it receives the events that become visible after it was made.
 create table webhook_endpoints (
   account_id          uuid not null,
   id                  uuid not null default gen_random_uuid(),
@@ -49,12 +53,12 @@ create table webhook_endpoints (
   disabled_reason     text,
   created_at          timestamptz not null default now(),
   delivered_position  bigint not null,
-  delivered_md5       uuid not null default 'ffffffff-ffff-ffff-ffff-ffffffffffff',
+  delivered_index     integer not null default 0,
   -- The batch in flight, fixed at its first attempt and resent unchanged until a 2xx: its webhook-id,
   -- the last event it holds and the timestamp in its body.
   batch_id            text,
   batch_position      bigint,
-  batch_md5           uuid,
+  batch_index         integer,
   batch_timestamp     timestamptz,
   attempts            integer not null default 0,
   next_attempt_at     timestamptz not null default now(),

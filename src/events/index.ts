@@ -4,7 +4,7 @@ import { ApiError } from '../errors';
 import { authOf } from '../http/context';
 import { errorResponses } from '../http/openapi';
 import { rejectRepeatedParams, rejectUnknownParams } from '../http/pagination';
-import { before, formatCursor, parseCursor, startOf } from './cursor';
+import { after, before, formatCursor, parseCursor } from './cursor';
 import { EventPage, EventsQuery } from './model';
 import { prunedThrough, readPage } from './page';
 
@@ -18,7 +18,7 @@ export function eventRoutes({ sql, config }: Deps) {
       rejectUnknownParams(query, ['after', 'limit']);
       const accountId = authOf(request).accountId;
       const asked = query.after === undefined ? undefined : parseCursor(query.after);
-      const oldest = startOf(await prunedThrough(sql, accountId));
+      const oldest = after(await prunedThrough(sql, accountId));
       if (asked && before(asked, oldest)) {
         const detail =
           `The cursor in after is older than the event retention (${config.eventRetentionDays} days): ` +
@@ -30,7 +30,7 @@ export function eventRoutes({ sql, config }: Deps) {
       }
       const page = await readPage(sql, accountId, asked ?? oldest, query.limit ?? DEFAULT_LIMIT);
       // The events come as JSON texts from PostgreSQL and are spliced in, not parsed and written again.
-      const body = `{"data":[${page.events.join(',')}],"next":${JSON.stringify(formatCursor(page.next))}}`;
+      const body = `{"data":[${page.events}],"next":${JSON.stringify(formatCursor(page.next))}}`;
       return new Response(body, { headers: { 'content-type': 'application/json' } });
     },
     {
