@@ -5,15 +5,22 @@ import { createHash } from 'node:crypto';
 import { after, formatCursor } from '../src/events/cursor';
 import { pruneEvents } from '../src/events/retention';
 import { sequenceEvents } from '../worker/events/sequencer';
+import { runImport } from '../worker/import/index';
 import { expectProblem, testApp, type TestApp } from './helpers/app';
+import { stageImport, tempStore, testConfig } from './helpers/file-store';
 import { createAccount, createBrand, createKey } from './helpers/fixtures';
 
 let t: TestApp;
+let files: Awaited<ReturnType<typeof tempStore>>;
 
 beforeAll(async () => {
   t = await testApp();
+  files = await tempStore();
 });
-afterAll(() => t.close());
+afterAll(async () => {
+  await t.close();
+  await files.remove();
+});
 
 const md5 = (email: string) => createHash('md5').update(email.toLowerCase()).digest('hex');
 const uuidOf = (hex: string) =>
@@ -82,6 +89,38 @@ describe('GET /v1/events', () => {
     });
     await sequenceEvents(t.db.sql);
     expect((await a.readAll(10)).events).toHaveLength(2);
+  });
+
+  test("an import's events: one per (contact, brand) newly assigned, from the import; none unpublished", async () => {
+    const a = await account();
+    await a.create('known@example.com', [a.brand]); // has Brand A already: only Brand B is new to it
+    await sequenceEvents(t.db.sql);
+    const before = await a.readAll(100);
+    const rows = ['Email', 'known@example.com', ...Array.from({ length: 9 }, (_, i) => `imp${i}@example.com`)];
+    const csv = rows.join('\n') + '\n';
+    const run = async (publishEvents: boolean) => {
+      const id = await stageImport(t.db.sql, files.store, a.id, csv, {
+        columns: ['Email'],
+        brandIds: [a.brand, a.other],
+        publishEvents,
+      });
+      // Batches of 4 rows: the import's sets commit batch by batch, interleaved with nothing.
+      await runImport({ sql: t.db.sql, storage: files.store, config: testConfig(4) }, a.id, id);
+      return id;
+    };
+    const importId = await run(true);
+    await sequenceEvents(t.db.sql);
+    const { events, next } = await a.readAll(5, before.next);
+    expect(events).toHaveLength(1 + 9 * 2);
+    expect(new Set(events.map((e) => e.id)).size).toBe(events.length);
+    for (const e of events) expect(e.data.source).toEqual({ type: 'import', importId });
+    expect(events.filter((e) => e.data.email === 'known@example.com').map((e) => e.data.brandId)).toEqual([a.other]);
+    for (const e of events) expect(e.data.emailMd5).toBe(md5(e.data.email));
+    // The same file again, unpublished, over contacts without the brands: nothing recorded.
+    await t.db.sql`update contacts set brand_ids = '{}' where account_id = ${a.id}`;
+    await run(false);
+    await sequenceEvents(t.db.sql);
+    expect((await a.readAll(100, next)).events).toEqual([]);
   });
 
   test('pages continue right after the last event; an empty page keeps its place', async () => {
