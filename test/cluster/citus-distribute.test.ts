@@ -55,7 +55,16 @@ test('a database used on one PostgreSQL is distributed in place, with its rows',
   const result = JSON.parse(out) as { workers: number; tables: { table: string; method: string }[] };
   expect(result.workers).toBe(nodes.length - 1);
   const methods = Object.fromEntries(result.tables.map((t) => [t.table, t.method]));
-  expect(methods).toMatchObject({ accounts: 'n', api_keys: 'n', contacts: 'h', brands: 'h', contact_imports: 'h' });
+  expect(methods).toMatchObject({
+    accounts: 'n',
+    api_keys: 'n',
+    contacts: 'h',
+    brands: 'h',
+    contact_imports: 'h',
+    brand_subscribe_events: 'h',
+    event_feed_heads: 'h',
+    webhook_endpoints: 'h',
+  });
 
   // The rows are the same, now on the worker of the account's shards.
   const [count] = await sql<{ n: number }[]>`select count(*)::int as n from contacts where account_id = ${account}`;
