@@ -11,7 +11,6 @@
  * expected md5s), its brand, its import, its email against its md5; the receiver verifies every
  * batch's Standard Webhooks signature with the `standardwebhooks` package.
  */
-import { randomBytes } from 'node:crypto';
 import { Webhook } from 'standardwebhooks';
 import type { Sql } from '../src/db';
 import { createBenchAccount, dropAccountContacts, type BenchAccount } from './account';
@@ -383,20 +382,17 @@ async function awaitDelivery(
   return d;
 }
 
-/** An endpoint of the account pointing at the receiver, as a client makes one: its id and secret. */
+/** An endpoint of the account pointing at the receiver, made as a client makes one: its id and secret. */
 async function createEndpoint(ctx: Ctx, account: BenchAccount, url: string): Promise<{ id: string; secret: string }> {
-  // Until POST /v1/webhook-endpoints lands: the row the service would write, at the account's head.
-  const secret = `whsec_${randomBytes(32).toString('base64')}`;
-  const [row] = await ctx.sql<{ id: string }[]>`
-    insert into webhook_endpoints (account_id, url, secret, delivered_position)
-    values (${account.id}, ${url}, ${secret},
-      coalesce((select sequenced_through from event_feed_heads where account_id = ${account.id}), 0))
-    returning id`;
-  return { id: row!.id, secret };
+  const made = await call<{ id: string; secret: string }>(ctx, account.key, 'POST', '/v1/webhook-endpoints', { url });
+  if (made.status !== 201 || !made.body.secret?.startsWith('whsec_'))
+    throw new Error(`events: create webhook endpoint answered ${made.status} ${JSON.stringify(made.body)}`);
+  return made.body;
 }
 
 async function deleteEndpoint(ctx: Ctx, account: BenchAccount, id: string): Promise<void> {
-  await ctx.sql`delete from webhook_endpoints where account_id = ${account.id} and id = ${id}`;
+  const res = await call(ctx, account.key, 'DELETE', `/v1/webhook-endpoints/${id}`);
+  if (res.status !== 204) throw new Error(`events: delete webhook endpoint answered ${res.status}`);
 }
 
 export interface EventsRun {
