@@ -14,12 +14,13 @@
 import { Webhook } from 'standardwebhooks';
 import type { Sql } from '../src/db';
 import { createBenchAccount, dropAccountContacts, type BenchAccount } from './account';
-import { md5Hex } from './dataset';
+import { normalEmail } from './dataset';
 import type { RunFiles } from './files';
 import type { FileMeta } from './generate';
 import type { ImportView } from './import-flow';
 import { fix, fmtInt, table } from './report';
-import { shapeOf, SHAPES } from './shapes';
+import { narrowEmail } from './narrow';
+import { shapeOf, SHAPES, type ShapeName } from './shapes';
 import type { Target } from './summary';
 import { checkContactCount, checkCounts, VerificationError } from './verify';
 
@@ -49,16 +50,29 @@ export class Md5Ledger {
     this.mask = slots - 1;
   }
 
+  private readonly w = new Uint32Array(4);
+
   /** The slot of `hex`, or of the empty slot where it would go; -1 for a string that is no md5. */
   private find(hex: string): number {
-    if (hex.length !== 32 || !/^[0-9a-f]{32}$/.test(hex)) return -1;
-    const w = [0, 8, 16, 24].map((k) => parseInt(hex.slice(k, k + 8), 16) >>> 0);
+    if (hex.length !== 32) return -1;
+    const w = this.w;
+    // By hand, not parseInt over slices: the receiver calls this for every event it gets.
+    for (let k = 0; k < 4; k++) {
+      let word = 0;
+      for (let c = k * 8; c < k * 8 + 8; c++) {
+        const ch = hex.charCodeAt(c);
+        const digit = ch >= 48 && ch <= 57 ? ch - 48 : ch >= 97 && ch <= 102 ? ch - 87 : -1;
+        if (digit < 0) return -1;
+        word = (word << 4) | digit;
+      }
+      w[k] = word;
+    }
     for (let s = w[0]! & this.mask; ; s = (s + 1) & this.mask) {
+      const k = s * 4;
       if (this.state[s] === 0) {
-        this.keys.set(w, s * 4);
+        this.keys.set(w, k);
         return s;
       }
-      const k = s * 4;
       if (this.keys[k] === w[0] && this.keys[k + 1] === w[1] && this.keys[k + 2] === w[2] && this.keys[k + 3] === w[3])
         return s;
     }
@@ -89,11 +103,18 @@ export class Md5Ledger {
   }
 }
 
+/** md5 of the trimmed, lowercased address (dataset.ts's md5Hex), ~4 × as fast as node:crypto's in Bun. */
+export const emailMd5 = (email: string): string => Bun.MD5.hash(email.trim().toLowerCase(), 'hex');
+
+/** A normal row's address without the rest of its row (rowAt builds every cell: 5 × slower). */
+const NORMAL_EMAIL: Record<ShapeName, (i: number) => string> = { wide: normalEmail, narrow: narrowEmail };
+
 /** The md5s of the file's distinct good contacts (its normal rows; a duplicate repeats one of them). */
 export function expectedMd5s(file: FileMeta): Md5Ledger {
   const shape = shapeOf(file);
+  const emailOf = NORMAL_EMAIL[shape.name];
   const ledger = new Md5Ledger(file.normal);
-  for (let i = 0; i < file.rows; i++) if (shape.kindOf(i) === 'normal') ledger.expect(md5Hex(shape.rowAt(i, 0).email));
+  for (let i = 0; i < file.rows; i++) if (shape.kindOf(i) === 'normal') ledger.expect(emailMd5(emailOf(i)));
   if (ledger.expected !== file.normal)
     throw new Error(`the model gives ${ledger.expected} contacts, not ${file.normal}`);
   return ledger;
@@ -126,7 +147,7 @@ export function checkEvent(e: unknown, want: EventWant): string {
   if (d!.brandId !== want.brandId) throw bad(`brandId is not the import's ${want.brandId}`);
   if (d!.source?.type !== 'import' || d!.source.importId !== want.importId)
     throw bad(`source is not import ${want.importId}`);
-  if (typeof d!.email !== 'string' || md5Hex(d!.email) !== md5) throw bad('email does not hash to emailMd5');
+  if (typeof d!.email !== 'string' || emailMd5(d!.email) !== md5) throw bad('email does not hash to emailMd5');
   return md5;
 }
 
