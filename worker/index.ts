@@ -27,6 +27,7 @@ import { importsFinished } from '../src/metrics/import-pipeline';
 import { serveMetrics } from '../src/metrics/listener';
 import { workerMetrics } from '../src/metrics/worker';
 import { createStore } from '../src/storage';
+import { checkWebhookUrl } from '../src/webhooks/url-safety';
 import { closeAndExit, onStopSignals } from '../src/shutdown';
 import { ImportBusyError, runImport } from './import/index';
 import { FairShare } from './fair-share';
@@ -37,6 +38,7 @@ import { removeStaleReportFiles } from './import/report';
 import { sweep } from './sweep';
 import { runLoop } from './events/loop';
 import { sequenceEvents } from './events/sequencer';
+import { startRelay } from './events/relay';
 
 // A process in an unknown state must not keep taking jobs: log, exit, let the supervisor restart it.
 // BullMQ hands the job of a dead worker to another one once its lock lapses.
@@ -215,6 +217,8 @@ await sweepScheduler.started;
 const staleReports = await removeStaleReportFiles();
 // Brand-subscribe events get their feed positions once committed (worker/events/sequencer.ts).
 const sequencer = runLoop('event sequencer', SEQUENCE_EVERY_MS, () => sequenceEvents(sql));
+// ... and reach the accounts' webhook endpoints (worker/events/relay.ts): PostgreSQL only, no Redis.
+const relay = startRelay(sql, { allowPrivate: config.webhookAllowPrivateUrls, checkUrl: checkWebhookUrl });
 log('info', 'worker started', { concurrency, storage: storage.driver, staleReportFilesRemoved: staleReports.length });
 const metricsServer = serveMetrics(metrics.registry, { port: config.workerMetricsPort, hostname: config.host });
 if (metricsServer)
@@ -259,7 +263,7 @@ async function shutdown(signal: string) {
   stopping = true;
   log('info', 'worker shutting down', { signal });
   sweepScheduler.stop();
-  await Promise.allSettled([importWorker.close(), sweepWorker.close(), sequencer.stop()]);
+  await Promise.allSettled([importWorker.close(), sweepWorker.close(), sequencer.stop(), relay.stop()]);
   await metricsServer?.stop(true);
   await Promise.allSettled([sweepQueue.close(), importQueue.close()]);
   await sweepConnection.quit().catch(() => sweepConnection.disconnect());

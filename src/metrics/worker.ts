@@ -5,6 +5,7 @@ import { registerImportPipelineMetrics } from './import-pipeline';
 import { poolGauges } from './pool';
 import { queueGauges, stalledJobsCounter } from './queue';
 import { processRegistry } from './registry';
+import { registerWebhookMetrics } from './webhooks';
 
 /** What the worker's GET /metrics shows, and the stalled-job counter its workers' events feed. */
 export interface WorkerMetrics {
@@ -16,6 +17,7 @@ export interface WorkerMetrics {
 export function workerMetrics(sql: Sql, queues: readonly Queue[]): WorkerMetrics {
   const registry = processRegistry();
   registerImportPipelineMetrics(registry);
+  registerWebhookMetrics(registry, sql);
   queueGauges(registry, queues);
   const stalledJobs = stalledJobsCounter(registry);
   for (const q of queues) stalledJobs.inc({ queue: q.name }, 0);
