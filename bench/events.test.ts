@@ -120,7 +120,7 @@ describe('eventsTargets', () => {
         redelivered: 0,
         badSignatures: 0,
         atSuccess: 900_000,
-        firstAfterUploadSeconds: 3,
+        firstAfterSuccessSeconds: 0.5,
         lastAfterSuccessSeconds: 4,
         eventsPerSecond: 80_000,
         receiverSeconds: 2,

@@ -181,7 +181,7 @@ async function importWithBrand(
   label: string,
   timeoutSeconds: number,
   onCreated: (importId: string) => void,
-): Promise<EventImport & { successAt: number; uploadEndAt: number }> {
+): Promise<{ importId: string; seconds: number; successAt: number }> {
   const created = await call<{ id: string; uploadUrl: string }>(ctx, account.key, 'POST', '/v1/contact-imports', {
     columns: shapeOf(file).columns,
     duplicateContactStrategy: 'overwrite',
@@ -212,7 +212,7 @@ async function importWithBrand(
   checkCounts(view, file, label, 'added');
   await checkContactCount(ctx.sql, account.id, file.normal, label);
   const seconds = (successAt - uploadEndAt) / 1000;
-  return { relay: false, importId: id, seconds, successAt, uploadEndAt };
+  return { importId: id, seconds, successAt };
 }
 
 export interface FeedRead {
@@ -286,7 +286,8 @@ export interface Delivery {
   badSignatures: number;
   /** delivered when the import's success was seen */
   atSuccess: number;
-  firstAfterUploadSeconds: number;
+  /** from success to the first event (negative: it came before success was seen) */
+  firstAfterSuccessSeconds: number;
   /** from success to the last new event (negative: all were in before success was seen) */
   lastAfterSuccessSeconds: number;
   /** events over first to last arrival */
@@ -362,12 +363,16 @@ function startReceiver(ledger: Md5Ledger) {
       firstAt = lastNewAt = 0;
       arrivals.length = problems.length = 0;
     },
-    figures: (uploadEndAt: number, successAt: number): Delivery => ({
+    figures: (successAt: number): Delivery => ({
       events: ledger.seen,
-      ...s,
+      batches: s.batches,
+      largestBatch: s.largestBatch,
+      duplicates: s.duplicates,
+      redelivered: s.redelivered,
+      badSignatures: s.badSignatures,
       webhookIds: webhookIds.size,
       atSuccess: arrivals.findLast((a) => a.at <= successAt)?.seen ?? 0,
-      firstAfterUploadSeconds: (firstAt - uploadEndAt) / 1000,
+      firstAfterSuccessSeconds: (firstAt - successAt) / 1000,
       lastAfterSuccessSeconds: (lastNewAt - successAt) / 1000,
       eventsPerSecond: ledger.seen / Math.max(1e-3, (lastNewAt - firstAt) / 1000),
       receiverSeconds: s.busyMs / 1000,
@@ -387,12 +392,12 @@ type Receiver = ReturnType<typeof startReceiver>;
 async function awaitDelivery(
   receiver: Receiver,
   ledger: Md5Ledger,
-  run: { successAt: number; uploadEndAt: number },
+  run: { successAt: number },
   timeout: number,
   label: string,
 ): Promise<Delivery> {
   while (ledger.seen < ledger.expected && performance.now() - run.successAt < timeout * 1000) await Bun.sleep(20);
-  const d = receiver.figures(run.uploadEndAt, run.successAt);
+  const d = receiver.figures(run.successAt);
   const fail = (what: string) => new VerificationError(`${label}: ${what}`);
   if (receiver.problems.length)
     throw fail(`${receiver.problems.length} bad batch(es) or event(s), first: ${receiver.problems[0]}`);
@@ -548,7 +553,7 @@ export function eventsTable(run: EventsRun): string {
       'dup',
       'resent',
       'at success',
-      'first after upload s',
+      'first after success s',
       'last after success s',
       'target',
       'events/s',
@@ -563,7 +568,7 @@ export function eventsTable(run: EventsRun): string {
       fmtInt(d.duplicates),
       fmtInt(d.redelivered),
       fmtInt(d.atSuccess),
-      fix(d.firstAfterUploadSeconds, 2),
+      fix(d.firstAfterSuccessSeconds, 2),
       fix(d.lastAfterSuccessSeconds, 2),
       `<= ${deliveryTarget(run.events)}`,
       fmtInt(d.eventsPerSecond),
