@@ -16,7 +16,7 @@ import { VENDORED_CITUS_SRC } from '../src/embedded/citus';
 import { startTestServices, testServicesEnv } from './helpers/services';
 
 const ROOT = resolve(import.meta.dir, '..');
-/** The files whose every test runs on the cluster too: the contract's and the events' (issue 36), test/cluster/ besides. */
+/** The files whose every test runs on the cluster too: the contract's and the events' (issue 36), and test/cluster/. */
 const CONTRACT = /^(contacts-|brands|suppression|imports-|event-|webhook-)/;
 
 const files = (dir: string, keep: (f: string) => boolean = () => true) =>
