@@ -17,8 +17,8 @@ async function addContacts(accountId: string, n: number): Promise<void> {
     select ${accountId}::uuid, md5(${accountId} || i)::uuid, ${accountId} || i || '@example.com', 'import'
     from generate_series(1, ${n}) as i`;
   await db.sql`
-    insert into brand_subscribe_events (account_id, brand_id, email_md5s, source)
-    values (${accountId}::uuid, gen_random_uuid(), array[md5(${accountId})::uuid], 'import')`;
+    insert into brand_subscribe_events (account_id, brand_id, email_md5s, emails, source)
+    values (${accountId}::uuid, gen_random_uuid(), array[md5(${accountId})::uuid], array['x@example.com'], 'import')`;
 }
 
 const count = async (table: string, accountId: string) =>

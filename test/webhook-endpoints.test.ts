@@ -434,8 +434,9 @@ describe('GET /v1/webhook-endpoints/{id}', () => {
     /** A set at `position` (null: not sequenced yet) of these md5s, a null standing for an erased address. */
     const set = async (accountId: string, position: number | null, md5s: (string | null)[]) => {
       await t.db.sql`
-        insert into brand_subscribe_events (account_id, email_md5s, brand_id, source, position)
-        values (${accountId}, ${md5s}::uuid[], ${brand}, 'api', ${position})`;
+        insert into brand_subscribe_events (account_id, email_md5s, emails, brand_id, source, position)
+        values (${accountId}, ${md5s}::uuid[], ${md5s.map((m) => m && `${m}@example.com`)}::text[], ${brand}, 'api',
+                ${position})`;
     };
     const events = (n: number) => Array.from({ length: n }, (_, i) => md5(i + 1));
     /** pendingEvents with the cursor at (position, index): `index` events of that position passed. */

@@ -80,9 +80,10 @@ async function account(sql: Sql = db.sql): Promise<Account> {
         first_source: 'api',
       }));
       await tx`insert into contacts ${tx(rows)}`;
+      const sorted = [...emails].sort((x, y) => (md5uuid(x) < md5uuid(y) ? -1 : 1));
       await tx`
-        insert into brand_subscribe_events (account_id, brand_id, email_md5s, source)
-        values (${id}, ${brand}, ${emails.map(md5uuid).sort()}::uuid[], 'api')`;
+        insert into brand_subscribe_events (account_id, brand_id, email_md5s, emails, source)
+        values (${id}, ${brand}, ${sorted.map(md5uuid)}::uuid[], ${sorted}::text[], 'api')`;
     }
     return all;
   };
@@ -306,7 +307,13 @@ describe('order and exactly once', () => {
     try {
       const gone = await a.addSets(2, 5);
       const kept = await a.addSets(1, 5);
-      await sql`delete from contacts where account_id = ${a.id} and email = any(${gone})`;
+      // Erasure leaves a null in both arrays, at the same place (sql/migrations/0011_event_feed.sql).
+      for (const email of gone)
+        await sql`
+          update brand_subscribe_events
+          set email_md5s = array_replace(email_md5s, ${md5uuid(email)}::uuid, null),
+              emails = array_replace(emails, ${email}, null)
+          where account_id = ${a.id}`;
       relay();
       await until('the cursor past every event', () => caughtUp(a.id, ep.id));
       expect(r.requests).toHaveLength(1);

@@ -29,8 +29,9 @@ where r.account_id = $1::uuid and r.seq > $2::int8 and r.seq <= $3::int8;
 -- the set of the batch's contacts that got it (sql/migrations/0001_schema.sql); the caller adds up
 -- the sets' sizes, the (contact, brand) events. Run only when the import publishes events.
 -- $1 account id   $2 last seq of the part already merged   $3 last seq of this batch   $4 import id
-insert into brand_subscribe_events (account_id, brand_id, email_md5s, source, import_id)
-select r.account_id, x.id, array_agg(r.email_md5 order by r.email_md5), 'import', $4::uuid
+insert into brand_subscribe_events (account_id, brand_id, email_md5s, emails, source, import_id)
+select r.account_id, x.id, array_agg(r.email_md5 order by r.email_md5), array_agg(r.email order by r.email_md5),
+       'import', $4::uuid
 from :"merge_table" r
 cross join lateral unnest(r.brand_ids) as x(id)
 where r.account_id = $1::uuid and r.seq > $2::int8 and r.seq <= $3::int8

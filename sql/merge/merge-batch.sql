@@ -112,7 +112,10 @@ from (
         else b.old_brand_ids || b.lacked_brand_ids
       end as new_brand_ids
   from (
-    select r.account_id, r.seq, r.email_md5, r.row_no, r.email, r.attributes, r.brand_ids, r.attribute_count,
+    -- The contact's own address when it exists (the events carry it; `write` inserts it for an add
+    -- only, and an update keeps the stored one): a row may spell it in other case.
+    select r.account_id, r.seq, r.email_md5, r.row_no, coalesce(c.email, r.email) as email, r.attributes,
+           r.brand_ids, r.attribute_count,
            c.found is not null as found,
            c.enabled,
            c.attributes as old_attributes,
@@ -127,7 +130,7 @@ from (
            s.seed is not null as seed
     from :"merge_table" r
     left join lateral (
-      select true as found, c.enabled, c.attributes, c.brand_ids
+      select true as found, c.email, c.enabled, c.attributes, c.brand_ids
       from contacts c
       where c.account_id = $1::uuid and c.email_md5 = r.email_md5
       offset 0
@@ -181,8 +184,9 @@ on conflict (account_id, email_md5) do update
 -- outbox row per brand with the set of the batch's contacts that got it; the caller adds up the
 -- sets' sizes, the (contact, brand) events. Run only when the import publishes events.
 -- $1 account id   $2 last seq of the part already merged   $3 last seq of this batch   $4 import id
-insert into brand_subscribe_events (account_id, brand_id, email_md5s, source, import_id)
-select p.account_id, x.id, array_agg(p.email_md5 order by p.email_md5), 'import', $4::uuid
+insert into brand_subscribe_events (account_id, brand_id, email_md5s, emails, source, import_id)
+select p.account_id, x.id, array_agg(p.email_md5 order by p.email_md5), array_agg(p.email order by p.email_md5),
+       'import', $4::uuid
 from :"plan_table" p
 cross join lateral unnest(p.assigned_brand_ids) as x(id)
 where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8 and cardinality(p.assigned_brand_ids) > 0

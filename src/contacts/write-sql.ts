@@ -55,20 +55,17 @@ export function insertContact(sql: AnySql, account: string | Fragment, c: NewCon
 /**
  * The brand-subscribe outbox of one write: one event per brand newly assigned, in the order sent,
  * each holding the set of contacts that got it, here the one contact. Written in the write's own
- * transaction or statement, so an event exists exactly when its assignment committed. `gate` (the
- * fast path's `cross join inserted`) joins a relation of at most one row: no row there, no events.
+ * transaction after the contact's write, so an event exists exactly when its assignment committed.
+ * The address is the contact's as stored, read here; selecting the account from the contact also
+ * lets Citus send the statement whole to the account's node.
  */
-export function brandSubscribeEvents(
-  sql: AnySql,
-  accountId: string,
-  key: string,
-  brandIds: readonly string[],
-  gate: Fragment = sql``,
-) {
+export function brandSubscribeEvents(sql: AnySql, accountId: string, key: string, brandIds: readonly string[]) {
   return sql`
-    insert into brand_subscribe_events (account_id, brand_id, email_md5s, source)
-    select ${accountId}::uuid, u.b, array[${key}::uuid], 'api'
-    from unnest(${sql.array([...brandIds])}::uuid[]) with ordinality as u(b, n) ${gate}
+    insert into brand_subscribe_events (account_id, brand_id, email_md5s, emails, source)
+    select c.account_id, u.b, array[c.email_md5], array[c.email], 'api'
+    from contacts c
+    cross join unnest(${sql.array([...brandIds])}::uuid[]) with ordinality as u(b, n)
+    where c.account_id = ${accountId}::uuid and c.email_md5 = ${key}::uuid
     order by u.n`;
 }
 
