@@ -36,8 +36,9 @@ begin
       order by u.n)
     where e.account_id = a;
   end loop;
+  -- In the block: Citus sends this one to the workers as the text it came in too (see below).
+  alter table brand_subscribe_events alter column emails set not null;
 end $$;
-alter table brand_subscribe_events alter column emails set not null;
 -- Addresses compress, unlike md5s: lz4 where the server has it, as 0009 does for email_md5s.
 do $$
 begin

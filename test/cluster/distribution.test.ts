@@ -25,11 +25,13 @@ const ACCOUNT_TABLES = [
   'cache_versions',
   'contact_imports',
   'contacts',
+  'event_feed_heads',
   'schema_attributes',
   'seed_addresses',
   'suppression_imports',
   'suppression_lists',
   'suppression_records',
+  'webhook_endpoints',
 ];
 
 beforeAll(async () => {
@@ -63,13 +65,14 @@ describe('distribution', () => {
     expect(ref!.n).toBe(2);
   });
 
-  test("the outbox's md5 sets are lz4-compressed on every shard (migration 0009 reached the workers)", async () => {
+  test("the outbox's md5 and address sets are lz4-compressed on every shard (0009, 0011 reached them)", async () => {
     const sql = bed.db.sql;
     const shards = await sql<{ result: string }[]>`
       select result from run_command_on_shards('brand_subscribe_events', $$
-        select attcompression from pg_attribute where attrelid = '%s'::regclass and attname = 'email_md5s'$$)`;
+        select string_agg(attcompression::text, ',' order by attname) from pg_attribute
+        where attrelid = '%s'::regclass and attname in ('email_md5s', 'emails')$$)`;
     expect(shards.length).toBe(32);
-    expect(new Set(shards.map((s) => s.result))).toEqual(new Set(['l']));
+    expect(new Set(shards.map((s) => s.result))).toEqual(new Set(['l,l']));
   });
 });
 
