@@ -326,6 +326,32 @@ describe('order and exactly once', () => {
   }, 60_000);
 });
 
+describe('beside an import', () => {
+  test('while an import runs in the process, each batch rests nine times its own time after it', async () => {
+    const a = await account();
+    // Each answer takes 60 ms, so a batch takes at least that: the next starts 540 ms after its end at least.
+    const r = receiver(async () => {
+      await Bun.sleep(60);
+      return new Response('ok');
+    });
+    const ep = await addEndpoint(a.id, r.url);
+    try {
+      await a.addSets(3, 400); // 1,200 events: two batches, one after the other
+      let importing = true;
+      relay({ importing: () => importing });
+      await until('two batches', async () => r.requests.length >= 2);
+      const gap = r.requests[1]!.at - r.requests[0]!.at;
+      expect(gap).toBeGreaterThanOrEqual(60 + 9 * 60 - 20);
+      importing = false;
+      await until('the batch delivered', () => caughtUp(a.id, ep.id));
+      expect(r.ids()).toEqual((await a.feed()).map((e) => e.id));
+    } finally {
+      await stopRelays();
+      r.stop();
+    }
+  }, 60_000);
+});
+
 describe('failures', () => {
   /** One failed attempt at `url`: the endpoint's row after it (the endpoint is removed then). */
   async function failOnce(url: string, options: Partial<RelayOptions> = {}) {

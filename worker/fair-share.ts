@@ -48,6 +48,11 @@ export class FairShare {
     };
   }
 
+  /** Whether an import runs in this process (the webhook relay gives way to it: worker/events/relay.ts). */
+  importing(): boolean {
+    return this.running.size > 0;
+  }
+
   /** Pipeline.sharing: more than one import runs in this process. */
   sharing(): boolean {
     return this.running.size > 1;

@@ -218,7 +218,11 @@ const staleReports = await removeStaleReportFiles();
 // Brand-subscribe events get their feed positions once committed (worker/events/sequencer.ts).
 const sequencer = runLoop('event sequencer', SEQUENCE_EVERY_MS, () => sequenceEvents(sql));
 // ... and reach the accounts' webhook endpoints (worker/events/relay.ts): PostgreSQL only, no Redis.
-const relay = startRelay(sql, { allowPrivate: config.webhookAllowPrivateUrls, checkUrl: checkWebhookUrl });
+const relay = startRelay(sql, {
+  allowPrivate: config.webhookAllowPrivateUrls,
+  checkUrl: checkWebhookUrl,
+  importing: () => fairShare.importing(),
+});
 log('info', 'worker started', { concurrency, storage: storage.driver, staleReportFilesRemoved: staleReports.length });
 const metricsServer = serveMetrics(metrics.registry, { port: config.workerMetricsPort, hostname: config.host });
 if (metricsServer)

@@ -10,6 +10,14 @@ import { sendAttempt, type CheckUrl, type Sent } from './send';
 /** Events in one delivery at most (the contract's 1 to 1000). */
 export const BATCH_EVENTS = 1_000;
 
+/**
+ * While an import runs in this process, each batch is followed by a rest of this many times its own
+ * time: the relay then takes about a tenth of what it would, and the import keeps its cores (a
+ * relay at full speed beside a 1M-row import slowed it 10 %, bench/README.md's events step). The
+ * events wait, not lost: once the import ends the relay runs at full speed again.
+ */
+const IMPORT_PACE = 9;
+
 export interface RelayOptions {
   /** WEBHOOK_ALLOW_PRIVATE_URLS: loopback, private and link-local addresses may be delivered to. */
   allowPrivate: boolean;
@@ -23,6 +31,8 @@ export interface RelayOptions {
   pollMs?: number;
   /** How long a claim on an endpoint holds without being renewed (30 s). */
   leaseSeconds?: number;
+  /** Whether an import runs in this process now: batches are then paced (IMPORT_PACE). Absent: never. */
+  importing?: () => boolean;
 }
 
 /** An endpoint row as the claim and every later update return it (by its lease). */
@@ -112,7 +122,13 @@ export function startRelay(sql: Sql, options: RelayOptions): Relay {
         returning *`;
       held = ep !== undefined;
       let step: Step = 'more';
-      while (ep && step === 'more' && !stopping) [step, ep] = await deliverBatch(ep);
+      while (ep && step === 'more' && !stopping) {
+        const started = performance.now();
+        [step, ep] = await deliverBatch(ep);
+        // Capped well inside the lease, which the next batch's first update renews.
+        if (step === 'more' && options.importing?.())
+          await Bun.sleep(Math.min((performance.now() - started) * IMPORT_PACE, (leaseSeconds * 1000) / 3));
+      }
       if (step === 'lost') held = false;
       if (failing) log('info', 'webhook relay works again');
       failing = false;
