@@ -1,5 +1,6 @@
 /** Config is read once from the environment into a typed, frozen object; a bad value names its variable. */
 import { describe, expect, test } from 'bun:test';
+import { childEnv } from '../src/cli/child-env';
 import { ConfigError, loadConfig } from '../src/config';
 
 describe('loadConfig', () => {
@@ -35,6 +36,30 @@ describe('loadConfig', () => {
   test("WORKER_METRICS_PORT: the worker's /metrics port, 0 for no listener", () => {
     expect(loadConfig({ WORKER_METRICS_PORT: '9100' }).workerMetricsPort).toBe(9100);
     expect(loadConfig({ WORKER_METRICS_PORT: '0' }).workerMetricsPort).toBe(0);
+  });
+
+  test('events: EVENT_RETENTION_DAYS (7); WEBHOOK_ALLOW_PRIVATE_URLS on only for the embedded database', () => {
+    expect(loadConfig({}).eventRetentionDays).toBe(7);
+    expect(loadConfig({ EVENT_RETENTION_DAYS: '30' }).eventRetentionDays).toBe(30);
+    expect(() => loadConfig({ EVENT_RETENTION_DAYS: '0' })).toThrow(/EVENT_RETENTION_DAYS/);
+    expect(loadConfig({}).webhookAllowPrivateUrls).toBe(true);
+    expect(loadConfig({ DATABASE_URL: 'postgres://db/x' }).webhookAllowPrivateUrls).toBe(false);
+    expect(loadConfig({ WEBHOOK_ALLOW_PRIVATE_URLS: 'false' }).webhookAllowPrivateUrls).toBe(false);
+    expect(
+      loadConfig({ DATABASE_URL: 'postgres://db/x', WEBHOOK_ALLOW_PRIVATE_URLS: 'true' }).webhookAllowPrivateUrls,
+    ).toBe(true);
+  });
+
+  test("npm start's API and worker get the embedded default's WEBHOOK_ALLOW_PRIVATE_URLS with its URL", () => {
+    const urls = { database: 'postgres://127.0.0.1:5999/contacts', redis: 'redis://127.0.0.1:6999' };
+    const embedded = childEnv({ PORT: '3100' }, loadConfig({}), urls);
+    expect(embedded).toMatchObject({ PORT: '3100', DATABASE_URL: urls.database, REDIS_URL: urls.redis });
+    // What the children then read: private receivers allowed, as for `npm start` with nothing set.
+    expect(loadConfig(embedded).webhookAllowPrivateUrls).toBe(true);
+    const configured = { DATABASE_URL: 'postgres://db/x' };
+    expect(loadConfig(childEnv(configured, loadConfig(configured), urls)).webhookAllowPrivateUrls).toBe(false);
+    const refused = { WEBHOOK_ALLOW_PRIVATE_URLS: 'no' };
+    expect(loadConfig(childEnv(refused, loadConfig(refused), urls)).webhookAllowPrivateUrls).toBe(false);
   });
 
   test('a bad value is a ConfigError naming the variable', () => {

@@ -10,6 +10,7 @@ import { migrate } from '../migrate';
 import { runDemo } from './admin/demo';
 import { resolveDatabaseUrl, resolveRedisUrl } from '../embedded/urls';
 import { Supervisor } from './supervise';
+import { childEnv } from './child-env';
 
 const say = (msg: string) => console.error(`[start] ${msg}`);
 
@@ -48,7 +49,7 @@ const demo = await prepareDatabase().catch(async (e) => {
   return stopAll(1);
 });
 
-const env = { ...process.env, DATABASE_URL: db.url, REDIS_URL: redis.url };
+const env = childEnv(process.env, config, { database: db.url, redis: redis.url });
 for (const [name, entry] of [
   ['api', 'src/index.ts'],
   ['worker', 'worker/index.ts'],
