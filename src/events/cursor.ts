@@ -34,6 +34,14 @@ export function parseCursor(text: string, parameter = 'after'): Cursor {
   return cursor;
 }
 
+/**
+ * Whether the retention removed events a reader at `c` had not passed: the sweep removed every
+ * position up to `prunedThrough` (src/events/retention.ts). The feed answers 410, the relay moves on.
+ */
+export function lostToRetention(c: Cursor, prunedThrough: number): boolean {
+  return before(c, after(prunedThrough));
+}
+
 /** Whether `a` comes before `b` in feed order. */
 export function before(a: Cursor, b: Cursor): boolean {
   return a.position < b.position || (a.position === b.position && a.index < b.index);

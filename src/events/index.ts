@@ -4,7 +4,7 @@ import { ApiError } from '../errors';
 import { authOf } from '../http/context';
 import { errorResponses } from '../http/openapi';
 import { rejectRepeatedParams, rejectUnknownParams } from '../http/pagination';
-import { after, before, formatCursor, parseCursor } from './cursor';
+import { after, formatCursor, lostToRetention, parseCursor } from './cursor';
 import { EventPage, EventsQuery } from './model';
 import { prunedThrough, readPage } from './page';
 
@@ -18,8 +18,8 @@ export function eventRoutes({ sql, config }: Deps) {
       rejectUnknownParams(query, ['after', 'limit']);
       const accountId = authOf(request).accountId;
       const asked = query.after === undefined ? undefined : parseCursor(query.after);
-      const oldest = after(await prunedThrough(sql, accountId));
-      if (asked && before(asked, oldest)) {
+      const pruned = await prunedThrough(sql, accountId);
+      if (asked && lostToRetention(asked, pruned)) {
         const detail =
           `The cursor in after is older than the event retention (${config.eventRetentionDays} days): ` +
           'events after it were removed. Start again without after, from the oldest event kept.';
@@ -28,7 +28,7 @@ export function eventRoutes({ sql, config }: Deps) {
           title: 'Cursor expired',
         });
       }
-      const page = await readPage(sql, accountId, asked ?? oldest, query.limit ?? DEFAULT_LIMIT);
+      const page = await readPage(sql, accountId, asked ?? after(pruned), query.limit ?? DEFAULT_LIMIT);
       // The events come as JSON texts from PostgreSQL and are spliced in, not parsed and written again.
       const body = `{"data":[${page.events}],"next":${JSON.stringify(formatCursor(page.next))}}`;
       return new Response(body, { headers: { 'content-type': 'application/json' } });

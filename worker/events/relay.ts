@@ -1,5 +1,5 @@
 import type { Sql } from '../../src/db';
-import { after, before, type Cursor } from '../../src/events/cursor';
+import { after, before, lostToRetention, type Cursor } from '../../src/events/cursor';
 import { readPage } from '../../src/events/page';
 import { errorFields, log } from '../../src/log';
 import { webhookDeliveries } from '../../src/metrics/webhooks';
@@ -152,8 +152,8 @@ export function startRelay(sql: Sql, options: RelayOptions): Relay {
       select sequenced_through, pruned_through from event_feed_heads where account_id = ${accountId}`;
     let cursor: Cursor = { position: Number(ep.delivered_position), index: ep.delivered_index };
     const prunedThrough = Number(head?.pruned_through ?? 0);
-    const oldest = after(prunedThrough);
-    if (prunedThrough > 0 && before(cursor, oldest)) {
+    if (lostToRetention(cursor, prunedThrough)) {
+      const oldest = after(prunedThrough);
       log('warn', 'webhook endpoint fell behind the retention; its events before it are not delivered', {
         accountId,
         endpointId: ep.id,
