@@ -8,7 +8,7 @@ import { connect, type Sql } from '../../src/db';
 import { formCluster } from '../../src/embedded/citus';
 import { migrate } from '../../src/migrate';
 import { runAdmin } from '../helpers/admin-cli';
-import { onServer } from '../helpers/db';
+import { dropDatabase, onServer } from '../helpers/db';
 import { createAccount, createBrand } from '../helpers/fixtures';
 import { testServices, withDatabase } from '../helpers/services';
 
@@ -32,7 +32,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await sql?.end({ timeout: 2 });
-  for (const u of nodes) await onServer(u, `drop database if exists ${name} with (force)`);
+  await dropDatabase(nodes, name);
 });
 
 test('a database used on one PostgreSQL is distributed in place, with its rows', async () => {

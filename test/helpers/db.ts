@@ -22,6 +22,29 @@ export async function onServer(adminUrl: string, statement: string): Promise<voi
 }
 
 /**
+ * Drops database `name` on every server of `adminUrls`. A Citus node can hold a prepared
+ * transaction of that database (a shard move's or a killed statement's two-phase commit, which the
+ * coordinator's recovery would settle within a minute); it blocks the drop even with `force`, so
+ * the drop rolls those back first: the database and its rows are going anyway.
+ */
+export async function dropDatabase(adminUrls: string[], name: string): Promise<void> {
+  for (const adminUrl of adminUrls) {
+    const exists = connect(adminUrl, 1);
+    const found = await exists`select 1 from pg_database where datname = ${name}`.finally(() => exists.end());
+    if (!found.length) continue;
+    const db = connect(withDatabase(adminUrl, name), 1);
+    try {
+      const prepared = await db<{ gid: string }[]>`
+        select gid from pg_prepared_xacts where database = current_database()`;
+      for (const { gid } of prepared) await db.unsafe(`rollback prepared '${gid.replaceAll("'", "''")}'`);
+    } finally {
+      await db.end();
+    }
+    await onServer(adminUrl, `drop database if exists ${name} with (force)`);
+  }
+}
+
+/**
  * A fresh, migrated database: each test file gets its own. Cloned from the template on one
  * PostgreSQL; on a Citus cluster made on every node, formed into a cluster and migrated (which
  * distributes its tables).
@@ -50,7 +73,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     redisUrl,
     async drop() {
       await sql.end({ timeout: 2 });
-      for (const u of [adminUrl, ...citusWorkers]) await onServer(u, `drop database if exists ${name} with (force)`);
+      await dropDatabase([adminUrl, ...citusWorkers], name);
     },
   };
 }
