@@ -3,6 +3,9 @@
 -- table is what remains: that an erasure happened, for the operator (`admin erasures`), never the
 -- address. The md5 of a lowercased address is no secret from whoever knows the address, which is
 -- the point: an operator can answer "was this person erased, and when".
+-- On Citus: one connection per node for the whole migration, since it distributes a table and then
+-- replaces a function, which Citus refuses after parallel work in the same transaction (as 0011).
+set local citus.multi_shard_modify_mode to 'sequential';
 create table contact_erasures (
   account_id uuid not null,
   id         bigint generated always as identity,

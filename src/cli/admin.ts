@@ -12,6 +12,7 @@ import { attributeCommands } from './admin/attributes';
 import { brandCommands } from './admin/brands';
 import { citusCommands } from './admin/citus';
 import { demoCommands } from './admin/demo';
+import { erasureCommands } from './admin/erasures';
 import { importCommands } from './admin/import';
 import { keyCommands } from './admin/keys';
 import { seedCommands } from './admin/seeds';
@@ -29,6 +30,7 @@ const COMMANDS: Record<string, Command> = {
   ...importCommands,
   ...suppressionImportCommands,
   ...demoCommands,
+  ...erasureCommands,
   ...citusCommands,
 };
 
@@ -48,6 +50,8 @@ function usage(): string {
     '- import cancel fails an import that is awaiting its upload or uploaded, freeing the account at once.',
     '- citus distribute distributes the tables of a database that got Citus after its migrations, with their',
     '  rows (README "Scaling out"); refused while an import runs.',
+    "- erasures lists the account's contact erasures (DELETE /v1/contacts/{emailMd5}, POST /v1/contact-erasures),",
+    '  oldest first: emailMd5, key id and time, never the address; --email-md5 narrows it to one contact.',
     '',
     'Uses DATABASE_URL, or the embedded local PostgreSQL.',
   ].join('\n');

@@ -20,6 +20,7 @@ import {
 import { refuseUncopyableKeys } from './attributes';
 import { createContact, disableContact, getContact, patchContact } from './service';
 import type { ContactFastPath } from './fast-path';
+import { contactErasureRoutes } from './erase-routes';
 
 const ONE_CONTACT = /^\/v1\/contacts\/[^/]+$/;
 
@@ -161,6 +162,7 @@ function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath | undefined)
 export function contactRoutes(deps: Deps, fast: ContactFastPath | undefined) {
   return new Elysia()
     .use(contactResourceRoutes(deps, fast))
+    .use(contactErasureRoutes(deps))
     .use(brandAssignmentRoutes(deps, 'brands'))
     .use(brandAssignmentRoutes(deps, 'subscriptions'));
 }

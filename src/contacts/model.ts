@@ -101,3 +101,20 @@ export const BODY_FIELDS = {
   disable: { allowed: [], objects: [] },
   addBrands: { allowed: Object.keys(AddBrandsBody.properties), objects: [] },
 } as const;
+
+export const EraseContactsBody = t.Object(
+  {
+    emailMd5s: t.Array(EmailMd5Params.properties.emailMd5, {
+      minItems: 1,
+      maxItems: 1000,
+      error: 'emailMd5s must be a list of 1 to 1000 emailMd5s.',
+      description: '1 to 1000 emailMd5s (md5 of the lowercased address), each once; uppercase hex accepted.',
+    }),
+  },
+  { additionalProperties: false },
+);
+
+export const ErasureCounts = t.Object({
+  erasedCount: t.Integer({ description: 'Contacts that existed and were erased.' }),
+  notFoundCount: t.Integer({ description: 'emailMd5s with no contact in the account: nothing to erase.' }),
+});
