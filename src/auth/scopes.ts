@@ -24,9 +24,11 @@ export function requiredScope(method: string, path: string): Scope | undefined {
   const read = method === 'GET' || method === 'HEAD';
   if (path === '/v1/contact-schema') return 'contacts:read';
   if (path.startsWith('/v1/contacts/') || path === '/v1/contacts') return read ? 'contacts:read' : 'contacts:write';
+  if (path === '/v1/contact-erasures') return 'contacts:write';
   if (path.startsWith('/v1/contact-imports')) return read ? 'imports:read' : 'imports:write';
   if (path.startsWith('/v1/brands')) return 'brands:read';
   if (path.startsWith('/v1/suppression-lists')) return read ? 'suppressions:read' : 'suppressions:write';
+  if (path === '/v1/suppression-checks') return 'suppressions:read';
   if (path === '/v1/events') return 'events:read';
   if (path === '/v1/webhook-endpoints' || path.startsWith('/v1/webhook-endpoints/'))
     return read ? 'webhooks:read' : 'webhooks:write';
