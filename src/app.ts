@@ -18,6 +18,7 @@ import { healthRoutes } from './http/health';
 import { schemaRoutes } from './schema';
 import { brandRoutes } from './brands';
 import { suppressionListRoutes } from './suppressions';
+import { suppressionCheckRoutes } from './suppressions/check-routes';
 import { contactRoutes, takesKeyClaims } from './contacts';
 import { ContactFastPath } from './contacts/fast-path';
 import { importRoutes } from './imports';
@@ -110,6 +111,7 @@ export function buildApp(deps: Deps) {
     .use(schemaRoutes(deps))
     .use(brandRoutes(deps))
     .use(suppressionListRoutes(deps))
+    .use(suppressionCheckRoutes(deps))
     .use(contactRoutes(deps, fastPath))
     .use(importRoutes(deps))
     .use(eventRoutes(deps))

@@ -144,6 +144,7 @@ describe('the OpenAPI document (GET /docs/json)', () => {
         .map((o) => `${o.method.toUpperCase()} ${o.path}`),
     ).toEqual([]);
     expect(extensions.map((o) => `${o.method.toUpperCase()} ${o.path}`)).toEqual([
+      'POST /v1/suppression-checks',
       'GET /v1/contact-imports/{importId}/rejected-rows',
       'POST /v1/contact-imports/{importId}/cancel',
       'GET /v1/events',

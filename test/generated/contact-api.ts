@@ -179,6 +179,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/v1/suppression-checks': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Check addresses against every suppression list
+     * @description An extension beyond the contract. Needs the scope `suppressions:read`. Checks each address against every suppression list of the account, global and offer-attached lists included, each by its format: a `plain text` list by the trimmed, lowercased address (as add-records stores it), an `md5` or `sha512` list by the digest of the trimmed, lowercased address. 400 `invalid_request_error` with pointer `/emails/<index>` for each entry that is not an email address (nothing is checked), `/emails` for a list that is empty, longer than 1000 or not an array.
+     */
+    post: operations['postV1Suppression-checks'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/v1/contacts': {
     parameters: {
       query?: never;
@@ -210,7 +230,11 @@ export interface paths {
     get: operations['getV1ContactsByEmailMd5'];
     put?: never;
     post?: never;
-    delete?: never;
+    /**
+     * Erase a contact (the right to be forgotten)
+     * @description An extension beyond the contract. Needs the scope `contacts:write`. The contact row goes whole (address, attributes, brand assignments, hidden fields), and its address leaves the recorded brand-subscribe events: the feed and webhooks no longer show them. A later create of the address makes a new contact (201). Each erasure is recorded for the operator (account, emailMd5, key id, time; never the address: `bun run admin erasures`). 409 `operation_in_progress` with Retry-After while a bulk contact operation or a schema change of the account runs, as for other single writes. README "Erasure" says where else an address can remain and for how long. 404 `not_found_error` when the account has no such contact.
+     */
+    delete: operations['deleteV1ContactsByEmailMd5'];
     options?: never;
     head?: never;
     /** Update attributes (RFC 7386 merge patch) */
@@ -231,6 +255,26 @@ export interface paths {
      * @description No body (an empty JSON object is accepted). Idempotent.
      */
     post: operations['postV1ContactsByEmailMd5Disable'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/contact-erasures': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Erase contacts by emailMd5, up to 1000 at once
+     * @description An extension beyond the contract. Needs the scope `contacts:write`. All in one transaction: The contact row goes whole (address, attributes, brand assignments, hidden fields), and its address leaves the recorded brand-subscribe events: the feed and webhooks no longer show them. A later create of the address makes a new contact (201). Each erasure is recorded for the operator (account, emailMd5, key id, time; never the address: `bun run admin erasures`). 409 `operation_in_progress` with Retry-After while a bulk contact operation or a schema change of the account runs, as for other single writes. README "Erasure" says where else an address can remain and for how long. emailMd5s with no contact are counted in `notFoundCount`. 400 `invalid_request_error` with pointer `/emailMd5s/<index>` for an entry that is not 32 hex digits or repeats an earlier one (case-insensitively), `/emailMd5s` for an empty list or one over 1000; then nothing is erased.
+     */
+    post: operations['postV1Contact-erasures'];
     delete?: never;
     options?: never;
     head?: never;
@@ -2033,6 +2077,167 @@ export interface operations {
       };
     };
   };
+  'postV1Suppression-checks': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': {
+          /** @description 1 to 1000 email addresses; repeats allowed, each answered in its place. */
+          emails: string[];
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** @description One entry per entry of emails, in the same order. */
+            data: {
+              /** @description The entry as sent. */
+              email: string;
+              /** @description Whether any suppression list of the account holds the address. */
+              suppressed: boolean;
+              /** @description The lists that hold it, in the order the lists were created; empty when none. */
+              suppressionListIds: string[];
+            }[];
+          };
+        };
+      };
+      /** @description Invalid request (invalid_request_error) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Missing or invalid API key (authentication_error) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description The key lacks the scope (permission_error) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Unexpected error (api_error) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+    };
+  };
   postV1Contacts: {
     parameters: {
       query?: never;
@@ -2404,6 +2609,213 @@ export interface operations {
       };
       /** @description Not found (not_found_error) */
       404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Unexpected error (api_error) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+    };
+  };
+  deleteV1ContactsByEmailMd5: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description md5(lower(email)); uppercase hex accepted. */
+        emailMd5: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Erased; no body. */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      /** @description Invalid request (invalid_request_error) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Missing or invalid API key (authentication_error) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description The key lacks the scope (permission_error) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Not found (not_found_error) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Conflict (contact_exists, operation_in_progress or conflict_error) */
+      409: {
         headers: {
           [name: string]: unknown;
         };
@@ -2838,6 +3250,193 @@ export interface operations {
       };
       /** @description Not found (not_found_error) */
       404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Conflict (contact_exists, operation_in_progress or conflict_error) */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Unexpected error (api_error) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+    };
+  };
+  'postV1Contact-erasures': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': {
+          /** @description 1 to 1000 emailMd5s (md5 of the lowercased address), each once; uppercase hex accepted. */
+          emailMd5s: string[];
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** @description Contacts that existed and were erased. */
+            erasedCount: string | number;
+            /** @description emailMd5s with no contact in the account: nothing to erase. */
+            notFoundCount: string | number;
+          };
+        };
+      };
+      /** @description Invalid request (invalid_request_error) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Missing or invalid API key (authentication_error) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description The key lacks the scope (permission_error) */
+      403: {
         headers: {
           [name: string]: unknown;
         };
