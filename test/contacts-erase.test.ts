@@ -2,6 +2,7 @@
 // POST /v1/contact-erasures. The contact goes whole, its address leaves the recorded events (feed and
 // webhooks), the erasure is recorded for the operator, and a later create makes a new contact.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { mergedRanges } from '../src/events/erase';
 import { sequenceEvents } from '../worker/events/sequencer';
 import { runImport } from '../worker/import/index';
 import { runAdmin } from './helpers/admin-cli';
@@ -264,6 +265,23 @@ describe('the recorded events', () => {
     expect((await t.call('DELETE', `/v1/contacts/${md5(email)}`, { key })).status).toBe(204);
     expect(await feedOf(key)).toEqual([]);
   });
+});
+
+test('the ranges of sets read: one per contact, overlapping ones merged, apart ones kept apart', () => {
+  expect(mergedRanges([])).toEqual([]);
+  expect(
+    mergedRanges([
+      [50, 60],
+      [10, 20],
+      [15, 30],
+      [30, 31],
+      [40, 45],
+    ]),
+  ).toEqual([
+    [10, 31],
+    [40, 45],
+    [50, 60],
+  ]);
 });
 
 describe('the record for the operator', () => {

@@ -14,7 +14,8 @@
 -- concurrent erasure in the same set commits first, and this one then starts from its nulls
 -- instead of writing them back. Erased md5s are matched through a hash join, not `= any`, which
 -- compares every element with every erased md5 (10,000 × 1,000 for a merge batch's set).
--- $1 account id   $2 the erased contacts' email_md5s   $3 $4 the range of created_at
+-- $1 account id   $2 the erased contacts' email_md5s   $3 $4 the starts and ends of the ranges of
+-- created_at to read, apart from each other (one per contact, overlapping ones merged)
 update brand_subscribe_events e
 set (email_md5s, emails) = (
   select array_agg(case when d.md5 is null then u.md5 end order by u.n),
@@ -26,4 +27,6 @@ where e.account_id = $1::uuid and e.id in (
   from brand_subscribe_events s
   cross join lateral unnest(s.email_md5s) as u(md5)
   join unnest($2::uuid[]) as d(md5) on d.md5 = u.md5
-  where s.account_id = $1::uuid and s.created_at between $3::timestamptz and $4::timestamptz)
+  join unnest($3::timestamptz[], $4::timestamptz[]) as w(since, until)
+    on s.created_at between w.since and w.until
+  where s.account_id = $1::uuid)
