@@ -24,6 +24,7 @@ import { ContactFastPath } from './contacts/fast-path';
 import { importRoutes } from './imports';
 import { eventRoutes } from './events';
 import { webhookEndpointRoutes } from './webhooks';
+import { contactExportRoutes } from './exports';
 
 /** Builds the whole HTTP app from the feature modules. Tests call `app.handle(new Request(…))`. */
 export function buildApp(deps: Deps) {
@@ -115,7 +116,8 @@ export function buildApp(deps: Deps) {
     .use(contactRoutes(deps, fastPath))
     .use(importRoutes(deps))
     .use(eventRoutes(deps))
-    .use(webhookEndpointRoutes(deps));
+    .use(webhookEndpointRoutes(deps))
+    .use(contactExportRoutes(deps));
 }
 
 export type App = ReturnType<typeof buildApp>;

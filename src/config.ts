@@ -57,6 +57,8 @@ export interface Config {
   readonly rejectedRowsRetentionDays: number;
   /** Days a brand-subscribe event stays in the feed (GET /v1/events); the sweep removes it then. */
   readonly eventRetentionDays: number;
+  /** Days a contact export's file is kept after it completed; the sweep removes it then. */
+  readonly exportRetentionDays: number;
   /**
    * Webhook endpoints may point at loopback, private and link-local addresses. Off by default; on
    * for the embedded default (no DATABASE_URL), where the receiver is on the developer's machine.
@@ -168,6 +170,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     rejectedRowsReport: bool(env, 'REJECTED_ROWS_REPORT', true),
     rejectedRowsRetentionDays: int(env, 'REJECTED_ROWS_RETENTION_DAYS', 30, 1, 3650),
     eventRetentionDays: int(env, 'EVENT_RETENTION_DAYS', 7, 1, 3650),
+    exportRetentionDays: int(env, 'EXPORT_RETENTION_DAYS', 7, 1, 3650),
     webhookAllowPrivateUrls: bool(env, 'WEBHOOK_ALLOW_PRIVATE_URLS', nonEmpty(env, 'DATABASE_URL') === undefined),
   });
 }

@@ -39,6 +39,7 @@ import { sweep } from './sweep';
 import { runLoop } from './events/loop';
 import { sequenceEvents } from './events/sequencer';
 import { startRelay } from './events/relay';
+import { startExports } from './exports/loop';
 
 // A process in an unknown state must not keep taking jobs: log, exit, let the supervisor restart it.
 // BullMQ hands the job of a dead worker to another one once its lock lapses.
@@ -223,6 +224,8 @@ const relay = startRelay(sql, {
   checkUrl: checkWebhookUrl,
   importing: () => fairShare.importing(),
 });
+// Contact exports, under a lease on their row like the relay's endpoints (worker/exports/loop.ts).
+const exports = startExports(sql, storage, { retentionDays: config.exportRetentionDays });
 log('info', 'worker started', { concurrency, storage: storage.driver, staleReportFilesRemoved: staleReports.length });
 const metricsServer = serveMetrics(metrics.registry, { port: config.workerMetricsPort, hostname: config.host });
 if (metricsServer)
@@ -267,7 +270,7 @@ async function shutdown(signal: string) {
   stopping = true;
   log('info', 'worker shutting down', { signal });
   sweepScheduler.stop();
-  await Promise.allSettled([importWorker.close(), sweepWorker.close(), sequencer.stop(), relay.stop()]);
+  await Promise.allSettled([importWorker.close(), sweepWorker.close(), sequencer.stop(), relay.stop(), exports.stop()]);
   await metricsServer?.stop(true);
   await Promise.allSettled([sweepQueue.close(), importQueue.close()]);
   await sweepConnection.quit().catch(() => sweepConnection.disconnect());

@@ -6,6 +6,7 @@ import type { ImportQueue } from '../src/imports/queue';
 import { importObjectKey } from '../src/storage';
 import { pruneEvents } from '../src/events/retention';
 import type { ObjectStore } from '../src/storage/store';
+import { removeExpiredExports } from './exports/expire';
 
 export interface SweepDeps {
   sql: Sql;
@@ -28,6 +29,8 @@ export interface SweepResult {
   reportsRemoved: string[];
   /** Accounts whose events past their retention were removed from the feed. */
   eventsPruned: string[];
+  /** Contact exports whose file passed EXPORT_RETENTION_DAYS and was removed. */
+  exportFilesRemoved: string[];
 }
 
 const HEAD_CONCURRENCY = 16;
@@ -45,7 +48,8 @@ export async function sweep(deps: SweepDeps): Promise<SweepResult> {
   const released = await releaseStaleHolds(deps);
   const reportsRemoved = await removeExpiredReports(deps);
   const eventsPruned = (await pruneEvents(deps.sql, deps.eventRetentionDays)).map((p) => p.accountId);
-  return { arrived, expired, requeued, released, reportsRemoved, eventsPruned };
+  const exportFilesRemoved = await removeExpiredExports(deps.sql, deps.storage);
+  return { arrived, expired, requeued, released, reportsRemoved, eventsPruned, exportFilesRemoved };
 }
 
 /** Rejected-rows reports past REJECTED_ROWS_RETENTION_DAYS: forgotten first, then their objects removed. */

@@ -12,6 +12,7 @@ export const ROUTES_WITH_QUERY: ReadonlySet<string> = new Set([
   'GET /v1/contact-imports',
   'GET /v1/events',
   'GET /v1/webhook-endpoints',
+  'GET /v1/contact-exports',
 ]);
 
 /**

@@ -18,7 +18,7 @@ type S3Config = Extract<StorageConfig, { driver: 's3' }>;
 export class S3Store implements ObjectStore {
   readonly driver = 's3' as const;
   readonly client: S3Client;
-  private readonly bucket: string;
+  readonly bucket: string;
 
   constructor(config: S3Config) {
     this.bucket = config.bucket;

@@ -1,0 +1,119 @@
+import type { Sql } from '../db';
+import { violates } from '../db-constraint';
+import { invalidField, notFound, operationInProgress, pointer } from '../errors';
+import { pageOf, pagination } from '../http/pagination';
+import { getSchema } from '../schema/service';
+import type { DownloadLinks } from './download';
+import { FILTER_FIELDS, type CreateExportInput } from './model';
+import { exportRetryAfterSeconds, type OpenExport } from './retry-after';
+import { EXPORT_COLUMNS, toExport, type ExportRow } from './view';
+
+/**
+ * The export's columns as the schema names them: each given name matched case-insensitively, once;
+ * Email among them. Default: the whole schema in its order.
+ */
+export async function exportColumns(sql: Sql, accountId: string, given: readonly string[] | undefined) {
+  const schema = await getSchema(sql, accountId);
+  if (given === undefined) return schema.map((a) => a.name);
+  const byLower = new Map(schema.map((a) => [a.name.toLowerCase(), a.name]));
+  const seen = new Set<string>();
+  const columns = given.map((name, i) => {
+    const canonical = byLower.get(name.toLowerCase());
+    if (canonical === undefined) {
+      const derived = name.includes(':') && byLower.has(name.slice(0, name.lastIndexOf(':')).toLowerCase());
+      throw invalidField(
+        pointer('columns', i),
+        derived
+          ? `Column "${name}" is a derived sub-attribute: it is computed on read and is never a column.`
+          : `Column "${name}" is not an attribute of the contact schema.`,
+      );
+    }
+    if (seen.has(canonical)) throw invalidField(pointer('columns', i), `Column "${name}" is given twice.`);
+    seen.add(canonical);
+    return canonical;
+  });
+  if (!seen.has('Email')) throw invalidField('/columns', 'The columns must include Email.');
+  return columns;
+}
+
+/** Request-shape checks Elysia's normaliser would let through: unknown filter fields. */
+export function checkFilterShape(filter: unknown): void {
+  if (filter === undefined) return;
+  for (const key of Object.keys(filter as object)) {
+    if (!(FILTER_FIELDS as readonly string[]).includes(key))
+      throw invalidField(pointer('filter', key), `Unknown field filter.${key}. Accepted: ${FILTER_FIELDS.join(', ')}.`);
+  }
+}
+
+export async function createExport(sql: Sql, links: DownloadLinks, accountId: string, body: CreateExportInput) {
+  const columns = await exportColumns(sql, accountId, body.columns);
+  const brandIds = body.filter?.brandIds ? [...new Set(body.filter.brandIds.map((id) => id.toLowerCase()))] : null;
+  if (brandIds) {
+    // Deleted brands count: contacts keep their ids, and a filter may ask for them.
+    const found = await sql<{ id: string }[]>`
+      select id::text from brands where account_id = ${accountId} and id = any(${sql.array(brandIds)}::uuid[])`;
+    const known = new Set(found.map((r) => r.id));
+    const missing = brandIds.find((id) => !known.has(id));
+    if (missing) throw invalidField('/filter/brandIds', `Brand ${missing} is not a brand of this account.`);
+  }
+  const enabled = body.filter?.enabled ?? null;
+  try {
+    const [row] = await sql<ExportRow[]>`
+      insert into contact_exports (account_id, status, columns, brand_ids, enabled, compression)
+      values (${accountId}, 'queued', ${sql.array(columns)}, ${brandIds && sql.array(brandIds)}::uuid[], ${enabled},
+        ${body.compression ?? 'none'})
+      returning ${sql.unsafe(EXPORT_COLUMNS)}`;
+    return toExport(row!, links);
+  } catch (e) {
+    if (!violates(e, 'contact_exports_one_open')) throw e;
+    throw await busy(sql, accountId);
+  }
+}
+
+/** The 409 for an account whose export is queued or exporting, with when to ask again. */
+async function busy(sql: Sql, accountId: string) {
+  const [open] = await sql<(OpenExport & { id: string })[]>`
+    select id, status, started_at, rows_expected, rows_written from contact_exports
+    where account_id = ${accountId} and status in ('queued', 'exporting')`;
+  // Gone meanwhile: the next try will do; ask again at once.
+  const seconds = open ? exportRetryAfterSeconds(open, new Date()) : 1;
+  return operationInProgress(
+    `Contact export ${open?.id ?? ''} of this account is ${open?.status ?? 'ending'}; one export runs at a time.`,
+    seconds,
+  );
+}
+
+export async function getExport(sql: Sql, links: DownloadLinks, accountId: string, exportId: string) {
+  const [row] = await sql<ExportRow[]>`
+    select ${sql.unsafe(EXPORT_COLUMNS)} from contact_exports where account_id = ${accountId} and id = ${exportId}`;
+  if (!row) throw notFound(`No contact export ${exportId} in this account.`);
+  return toExport(row, links);
+}
+
+export async function listExports(
+  sql: Sql,
+  links: DownloadLinks,
+  accountId: string,
+  query: { page?: number; pageSize?: number },
+) {
+  const p = pageOf(query);
+  const rows = await sql<(ExportRow & { total: number })[]>`
+    select ${sql.unsafe(EXPORT_COLUMNS)}, count(*) over () as total
+    from contact_exports
+    where account_id = ${accountId}
+    order by created_at desc, id desc
+    limit ${p.pageSize} offset ${p.offset}`;
+  let total = rows[0]?.total;
+  if (total === undefined) {
+    // A page past the end returns no rows, yet totalCount still counts every export.
+    const [c] = await sql<
+      { n: number }[]
+    >`select count(*)::int as n from contact_exports where account_id = ${accountId}`;
+    total = c!.n;
+  }
+  const now = Date.now();
+  return {
+    data: await Promise.all(rows.map((r) => toExport(r, links, now))),
+    pagination: pagination(p, Number(total)),
+  };
+}

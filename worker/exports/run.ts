@@ -1,0 +1,154 @@
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream';
+import { createGzip, constants } from 'node:zlib';
+import type { Sql } from '../../src/db';
+import { exportObjectKey } from '../../src/exports/download';
+import { EXPORT_LEASE_SECONDS } from '../../src/exports/retry-after';
+import { getSchema } from '../../src/schema/service';
+import type { ObjectStore } from '../../src/storage/store';
+import { copyRows } from './copy-rows';
+import { copyStatement, headerLine, whereClause, type ExportColumn } from './select';
+import { abortUpload, writeObject } from './sink';
+
+/** Runs an export may take (a worker killed mid-run counts): past this the export fails. */
+export const MAX_ATTEMPTS = 3;
+/** Renewed this often, so a lease survives two missed renewals (a busy event loop, a slow statement). */
+const RENEW_MS = (EXPORT_LEASE_SECONDS * 1000) / 4;
+/** A run that failed is taken up again after this. */
+const RETRY_AFTER_SECONDS = 5;
+
+/** The export row as a claim returns it; object_key and upload_id are the previous run's, if any. */
+export interface ClaimedExport {
+  account_id: string;
+  id: string;
+  columns: string[];
+  brand_ids: string[] | null;
+  enabled: boolean | null;
+  compression: 'none' | 'gzip';
+  attempts: number;
+  object_key: string | null;
+  upload_id: string | null;
+}
+
+export interface ExportRunDeps {
+  sql: Sql;
+  storage: ObjectStore;
+  /** EXPORT_RETENTION_DAYS */
+  retentionDays: number;
+  /** This process's lease token. */
+  token: string;
+  log: (msg: string, fields?: Record<string, unknown>) => void;
+}
+
+class LeaseLostError extends Error {}
+
+export type RunEnd = 'success' | 'failed' | 'retry' | 'lost';
+
+/**
+ * One run of a claimed export: the COPY's rows behind a header, gzip'd if asked (level 1: the file
+ * is written once and a fast level keeps the worker from being the bottleneck), streamed to the
+ * store; the lease renewed while it streams. Every statement on the row names the lease token: a
+ * run that lost its lease changes nothing and drops its own object.
+ */
+export async function runExport(deps: ExportRunDeps, claimed: ClaimedExport): Promise<RunEnd> {
+  const { sql, storage, token } = deps;
+  const { account_id: accountId, id } = claimed;
+  const gzip = claimed.compression === 'gzip';
+  const held = async (set: ReturnType<Sql>) => {
+    const rows = await sql`
+      update contact_exports set ${set} where account_id = ${accountId} and id = ${id} and lease_token = ${token}
+      returning 1`;
+    if (rows.length === 0) throw new LeaseLostError(`export ${id} was taken over`);
+  };
+  // The previous run died (or failed) mid-file: its half-written object goes, and this run starts over.
+  if (claimed.object_key) await abortUpload(storage, claimed.object_key, claimed.upload_id);
+  const key = exportObjectKey(accountId, id, claimed.attempts, gzip);
+  let copy: Awaited<ReturnType<typeof copyRows>> | undefined;
+  let renewal: ReturnType<typeof setInterval> | undefined;
+  try {
+    await held(sql`object_key = ${key}, upload_id = null`);
+    const columns = await exportColumns(sql, accountId, claimed.columns);
+    const deleted = await sql<{ id: string }[]>`
+      select id::text from brands where account_id = ${accountId} and deleted_at is not null`;
+    const filter = { brandIds: claimed.brand_ids, enabled: claimed.enabled };
+    copy = await copyRows(
+      sql,
+      copyStatement(
+        accountId,
+        columns,
+        filter,
+        deleted.map((b) => b.id),
+      ),
+    );
+    const running = copy;
+    // The rows to expect, for percentComplete only: counted beside the COPY, never holding it up.
+    void sql
+      .unsafe(`select count(*) as n from contacts c where ${whereClause(accountId, filter)}`)
+      .then(([r]) => held(sql`rows_expected = ${Number(r!.n)}`))
+      .catch(() => {});
+    renewal = setInterval(() => {
+      held(
+        sql`lease_until = now() + make_interval(secs => ${EXPORT_LEASE_SECONDS}), rows_written = ${running.rows()}`,
+      ).catch((e) => {
+        if (e instanceof LeaseLostError) running.abort(e);
+      });
+    }, RENEW_MS);
+    async function* file(): AsyncGenerator<Buffer> {
+      yield Buffer.from(headerLine(columns));
+      yield* running.batches;
+    }
+    let body: AsyncIterable<Uint8Array> = Readable.from(file(), { objectMode: false });
+    if (gzip) {
+      const gz = createGzip({ level: constants.Z_BEST_SPEED });
+      pipeline(body as Readable, gz, () => {});
+      body = gz;
+    }
+    const bytes = await writeObject(storage, key, body, (uploadId) => held(sql`upload_id = ${uploadId}`));
+    clearInterval(renewal);
+    await held(sql`
+      status = 'success', row_count = ${running.rows()}, rows_written = ${running.rows()}, upload_id = null,
+      completed_at = now(), file_expires_at = now() + make_interval(days => ${deps.retentionDays}),
+      lease_token = null, lease_until = null`);
+    deps.log('contact export done', { accountId, exportId: id, rows: running.rows(), bytes });
+    return 'success';
+  } catch (e) {
+    clearInterval(renewal);
+    copy?.abort(e instanceof Error ? e : new Error(String(e)));
+    await abortUpload(storage, key, null).catch(() => {});
+    if (e instanceof LeaseLostError) {
+      deps.log('contact export run lost its lease; another worker has it', { accountId, exportId: id });
+      return 'lost';
+    }
+    return giveUp(deps, claimed, e);
+  }
+}
+
+/** A failed run: taken up again after a pause, or, past MAX_ATTEMPTS, the export fails with the reason. */
+async function giveUp({ sql, token, log }: ExportRunDeps, claimed: ClaimedExport, e: unknown): Promise<RunEnd> {
+  const reason = (e instanceof Error ? e.message : String(e)).split('\n')[0]!.slice(0, 300);
+  log('contact export run failed', { accountId: claimed.account_id, exportId: claimed.id, error: reason });
+  const last = claimed.attempts >= MAX_ATTEMPTS;
+  const failure = `The export stopped after ${claimed.attempts} failed attempts; the last error was: ${reason}`;
+  await sql`
+    update contact_exports set ${
+      last
+        ? sql`status = 'failed', failure_reason = ${failure},
+            object_key = null, upload_id = null, lease_token = null, lease_until = null`
+        : sql`object_key = null, upload_id = null, lease_token = null,
+            lease_until = now() + make_interval(secs => ${RETRY_AFTER_SECONDS})`
+    }
+    where account_id = ${claimed.account_id} and id = ${claimed.id} and lease_token = ${token}`.catch(() => {});
+  return last ? 'failed' : 'retry';
+}
+
+/** The columns with their types; attributes are never deleted, so a miss means the schema changed under it. */
+async function exportColumns(sql: Sql, accountId: string, names: readonly string[]): Promise<ExportColumn[]> {
+  const byName = new Map((await getSchema(sql, accountId)).map((a) => [a.name, a.type]));
+  return names.map((name) => {
+    if (name === 'Email') return { name, type: 'identity' };
+    if (name === 'Brand') return { name, type: 'brand' };
+    const type = byName.get(name);
+    if (!type) throw new Error(`Column "${name}" is no longer in the contact schema.`);
+    return { name, type };
+  });
+}
