@@ -152,6 +152,9 @@ describe('the OpenAPI document (GET /docs/json)', () => {
       'POST /v1/webhook-endpoints',
       'GET /v1/webhook-endpoints/{id}',
       'DELETE /v1/webhook-endpoints/{id}',
+      'GET /v1/contact-exports',
+      'POST /v1/contact-exports',
+      'GET /v1/contact-exports/{id}',
     ]);
   });
 
