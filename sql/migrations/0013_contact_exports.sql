@@ -2,6 +2,9 @@
 -- No job queue: the row is the job. A worker claims a queued export, or one whose lease lapsed (its
 -- worker died), by a conditional update, renews the lease while it streams the file, and a taker of a
 -- lapsed lease starts the file again from scratch (the first run's half-written object is dropped).
+-- On Citus: one connection per node for the whole migration (as 0011), since it distributes a table
+-- and then replaces a function, which Citus refuses after parallel work in the same transaction.
+set local citus.multi_shard_modify_mode to 'sequential';
 create table contact_exports (
   account_id      uuid not null,
   id              uuid not null default gen_random_uuid(),
