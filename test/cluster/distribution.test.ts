@@ -23,6 +23,7 @@ const ACCOUNT_TABLES = [
   'brands',
   'bulk_operations',
   'cache_versions',
+  'contact_exports',
   'contact_imports',
   'contacts',
   'event_feed_heads',
