@@ -23,6 +23,7 @@ const ACCOUNT_TABLES = [
   'brands',
   'bulk_operations',
   'cache_versions',
+  'contact_erasures',
   'contact_exports',
   'contact_imports',
   'contacts',
