@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { mergedRanges } from '../src/events/erase';
 import { sequenceEvents } from '../worker/events/sequencer';
+import { runNextExport } from '../worker/exports/loop';
 import { runImport } from '../worker/import/index';
 import { runAdmin } from './helpers/admin-cli';
 import { expectProblem, testApp, type TestApp } from './helpers/app';
@@ -17,8 +18,8 @@ let brand: string;
 let n = 0;
 
 beforeAll(async () => {
-  t = await testApp();
   files = await tempStore();
+  t = await testApp({ storage: files.store } as never);
   brand = await createBrand(t.db.sql, t.accountId, 'Erasure brand');
 });
 afterAll(async () => {
@@ -282,6 +283,28 @@ test('the ranges of sets read: one per contact, overlapping ones merged, apart o
     [40, 45],
     [50, 60],
   ]);
+});
+
+test('an erased contact is absent from GET, a later export and the feed; a create after it is 201', async () => {
+  const accountId = await createAccount(t.db.sql);
+  const key = await createKey(t.db.sql, accountId);
+  const b = await createBrand(t.db.sql, accountId, 'Later export');
+  const [gone, kept] = [fresh('x'), fresh('x')];
+  for (const email of [gone, kept])
+    expect((await t.call('POST', '/v1/contacts', { key, body: { email, brandIds: [b] } })).status).toBe(201);
+  expect((await t.call('DELETE', `/v1/contacts/${md5(gone)}`, { key })).status).toBe(204);
+  expectProblem(await t.call('GET', `/v1/contacts/${md5(gone)}`, { key }), 404, 'not_found_error');
+
+  const created = await t.call('POST', '/v1/contact-exports', { key, body: { columns: ['Email'] } });
+  expect(created.status).toBe(202);
+  expect(await runNextExport(t.db.sql, files.store, crypto.randomUUID(), 7)).toBe('success');
+  const done = await t.call('GET', `/v1/contact-exports/${created.body.id}`, { key });
+  expect(done.body).toMatchObject({ status: 'success', rowCount: 1 });
+  const file = await t.app.handle(new Request(`http://localhost${new URL(done.body.downloadUrl).pathname}`));
+  expect(await file.text()).toBe(`Email\n${kept}\n`);
+  expect((await feedOf(key)).map((e) => e.email)).toEqual([kept]);
+
+  expect((await t.call('POST', '/v1/contacts', { key, body: { email: gone } })).status).toBe(201);
 });
 
 describe('the record for the operator', () => {
