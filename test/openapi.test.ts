@@ -145,6 +145,8 @@ describe('the OpenAPI document (GET /docs/json)', () => {
     ).toEqual([]);
     expect(extensions.map((o) => `${o.method.toUpperCase()} ${o.path}`)).toEqual([
       'POST /v1/suppression-checks',
+      'DELETE /v1/contacts/{emailMd5}',
+      'POST /v1/contact-erasures',
       'GET /v1/contact-imports/{importId}/rejected-rows',
       'POST /v1/contact-imports/{importId}/cancel',
       'GET /v1/events',

@@ -519,6 +519,50 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/v1/contact-exports': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * List contact exports, newest first
+     * @description An extension beyond the contract. Needs the scope `contacts:read`. Each finished one carries a fresh download link.
+     */
+    get: operations['getV1Contact-exports'];
+    put?: never;
+    /**
+     * Export contacts to a CSV file
+     * @description An extension beyond the contract. Needs the scope `contacts:read`. Queues an export of the contacts matching `filter` (every field optional) to one UTF-8 CSV file, gzip-compressed if asked; GET the export until `status` is `success`, then fetch `downloadUrl`. The file is one consistent snapshot of the account as the export starts: a header row of the columns as the schema names them, then one row per contact, each value as an import reads it (lists and Brand ids joined with `;`, a literal `;` written `\;`; an absent value an empty cell), so it imports back. 400 `invalid_request_error` with pointer `/columns/<index>` for an unknown or repeated column, `/columns` without Email, `/filter/brandIds` for a brand id that is not the account's (at most 100), `/compression` for another value than none or gzip. One export of an account runs at a time: another while one is queued or exporting is 409 `operation_in_progress` with `Retry-After`.
+     */
+    post: operations['postV1Contact-exports'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/contact-exports/{id}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * Get a contact export
+     * @description An extension beyond the contract. Needs the scope `contacts:read`. On success, while the file is kept (EXPORT_RETENTION_DAYS), `downloadUrl` is a link made for this read, valid one hour (`downloadExpiresAt`). 404 `not_found_error` for an id that is not one of the account's exports.
+     */
+    get: operations['getV1Contact-exportsById'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -6440,6 +6484,630 @@ export interface operations {
           [name: string]: unknown;
         };
         content?: never;
+      };
+      /** @description Invalid request (invalid_request_error) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Missing or invalid API key (authentication_error) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description The key lacks the scope (permission_error) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Not found (not_found_error) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Unexpected error (api_error) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+    };
+  };
+  'getV1Contact-exports': {
+    parameters: {
+      query?: {
+        /** @description Default 1. */
+        page?: string;
+        /** @description Default 200. */
+        pageSize?: string;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            data: {
+              /** Format: uuid */
+              id: string;
+              status: 'queued' | 'exporting' | 'success' | 'failed';
+              /** @description The file's header: the columns as the schema names them. */
+              columns: string[];
+              filter: {
+                /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
+                brandIds?: string[];
+                /** @description Only enabled (true) or only disabled (false) contacts. */
+                enabled?: boolean;
+              };
+              compression: 'none' | 'gzip';
+              /** @description Rows of the file (the header aside); on success. */
+              rowCount?: string | number;
+              /** @description Present only while exporting. */
+              percentComplete?: string | number;
+              /** @description A link to the file, valid one hour and made afresh by every read; on success while the file is kept (EXPORT_RETENTION_DAYS after completion). */
+              downloadUrl?: string;
+              /**
+               * Format: date-time
+               * @description When this downloadUrl expires.
+               */
+              downloadExpiresAt?: string;
+              /** @description Why the export failed; present only then. */
+              failureReason?: string;
+              /** Format: date-time */
+              createdAt: string;
+              /**
+               * Format: date-time
+               * @description On success.
+               */
+              completedAt?: string;
+            }[];
+            pagination: {
+              page: string | number;
+              pageSize: string | number;
+              /** @description Matching items across all pages. */
+              totalCount: string | number;
+              /** @description ceil(totalCount / pageSize); 0 when nothing matches. */
+              totalPages: string | number;
+            };
+          };
+        };
+      };
+      /** @description Invalid request (invalid_request_error) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Missing or invalid API key (authentication_error) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description The key lacks the scope (permission_error) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Unexpected error (api_error) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+    };
+  };
+  'postV1Contact-exports': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': {
+          /** @description Attribute names of GET /v1/contact-schema (case-insensitive), each once, Email among them; derived sub-attributes (`name:md5`) are not columns. Default: every attribute in schema order, Email and Brand included. */
+          columns?: string[];
+          filter?: {
+            /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
+            brandIds?: string[];
+            /** @description Only enabled (true) or only disabled (false) contacts. */
+            enabled?: boolean;
+          };
+          compression?: 'none' | 'gzip';
+        };
+      };
+    };
+    responses: {
+      /** @description HTTP 202 */
+      202: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** Format: uuid */
+            id: string;
+            status: 'queued' | 'exporting' | 'success' | 'failed';
+            /** @description The file's header: the columns as the schema names them. */
+            columns: string[];
+            filter: {
+              /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
+              brandIds?: string[];
+              /** @description Only enabled (true) or only disabled (false) contacts. */
+              enabled?: boolean;
+            };
+            compression: 'none' | 'gzip';
+            /** @description Rows of the file (the header aside); on success. */
+            rowCount?: string | number;
+            /** @description Present only while exporting. */
+            percentComplete?: string | number;
+            /** @description A link to the file, valid one hour and made afresh by every read; on success while the file is kept (EXPORT_RETENTION_DAYS after completion). */
+            downloadUrl?: string;
+            /**
+             * Format: date-time
+             * @description When this downloadUrl expires.
+             */
+            downloadExpiresAt?: string;
+            /** @description Why the export failed; present only then. */
+            failureReason?: string;
+            /** Format: date-time */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description On success.
+             */
+            completedAt?: string;
+          };
+        };
+      };
+      /** @description Invalid request (invalid_request_error) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Missing or invalid API key (authentication_error) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description The key lacks the scope (permission_error) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Conflict (contact_exists, operation_in_progress or conflict_error) */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Unexpected error (api_error) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+    };
+  };
+  'getV1Contact-exportsById': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** Format: uuid */
+            id: string;
+            status: 'queued' | 'exporting' | 'success' | 'failed';
+            /** @description The file's header: the columns as the schema names them. */
+            columns: string[];
+            filter: {
+              /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
+              brandIds?: string[];
+              /** @description Only enabled (true) or only disabled (false) contacts. */
+              enabled?: boolean;
+            };
+            compression: 'none' | 'gzip';
+            /** @description Rows of the file (the header aside); on success. */
+            rowCount?: string | number;
+            /** @description Present only while exporting. */
+            percentComplete?: string | number;
+            /** @description A link to the file, valid one hour and made afresh by every read; on success while the file is kept (EXPORT_RETENTION_DAYS after completion). */
+            downloadUrl?: string;
+            /**
+             * Format: date-time
+             * @description When this downloadUrl expires.
+             */
+            downloadExpiresAt?: string;
+            /** @description Why the export failed; present only then. */
+            failureReason?: string;
+            /** Format: date-time */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description On success.
+             */
+            completedAt?: string;
+          };
+        };
       };
       /** @description Invalid request (invalid_request_error) */
       400: {
