@@ -1,6 +1,6 @@
 /**
  * `bun run bench [-- --rows N] [--duration S] [--connections C] [--strict] [--lean]
- *   [--steps l1,dba,a,b,http,mixed,events,profile,gzip,report,fair] [--shapes wide,narrow]
+ *   [--steps l1,dba,a,b,http,export,mixed,events,profile,gzip,report,fair] [--shapes wide,narrow]
  *   [--flat-rows N] [--no-flat] [--citus] [--citus-workers N]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
  * L1, the dba step, import A and import B for each file shape (shape-steps.ts; above 1M rows also on
@@ -22,6 +22,7 @@ import { generateCsv } from './generate';
 import { gzipFile, runGzipImport, type GzipRun } from './gzip-import';
 import { type HttpOptions } from './http';
 import { eventsTable, eventsTargets, runEvents, type EventsRun } from './events';
+import { exportTable, exportTargets, runExportStep, type ExportRun } from './export';
 import { runMixed, type MixedRun } from './mixed';
 import { profileRead, readProfileLine } from './profile-read';
 import {
@@ -58,7 +59,20 @@ import { contactStorage } from './storage';
  * 10 s into it, then alone again: as long as three imports of A, and disk for three more sets).
  * Each of them reads the wide file A, whatever `--shapes` says.
  */
-const STEPS = ['l1', 'dba', 'a', 'b', 'http', 'mixed', 'events', 'profile', 'gzip', 'report', 'fair'] as const;
+const STEPS = [
+  'l1',
+  'dba',
+  'a',
+  'b',
+  'http',
+  'export',
+  'mixed',
+  'events',
+  'profile',
+  'gzip',
+  'report',
+  'fair',
+] as const;
 // Not `events`: at the default 25M rows it would add 45-50 minutes to a run of about three hours.
 const DEFAULT_STEPS: Step[] = ['l1', 'dba', 'a', 'b', 'http', 'mixed'];
 type Step = (typeof STEPS)[number];
@@ -127,6 +141,8 @@ function parseArgs(argv: string[]) {
   }
   if (opts.steps.includes('b') && !opts.steps.includes('a'))
     throw new Error('step b updates the contacts of step a: add a');
+  if (opts.steps.includes('export') && !(opts.steps.includes('a') && opts.shapes.includes('wide')))
+    throw new Error("step export exports the contacts of step a's wide shape: add a (and the wide shape)");
   if (opts.citusWorkers && !opts.steps.includes('a') && !opts.steps.includes('http'))
     throw new Error('--citus runs steps a and http on the cluster: add a or http to --steps');
   return opts;
@@ -274,6 +290,18 @@ async function main(): Promise<number> {
         http =
           await httpStep(infra, service, account, importedRows, { ...httpOpts, sampleCpu }, runId, log);
     }
+    let exported: ExportRun | undefined;
+    if (has('export')) {
+      // The account as the imports (and the HTTP step) left it, before the mixed step drops its contacts.
+      const exportOpts = {
+        config: infra.config,
+        seconds: opts.duration,
+        warmupSeconds: opts.warmup,
+        timeoutSeconds: importOpts.timeoutSeconds,
+        sampleCpu,
+      };
+      result.export = exported = await runExportStep(ctx, runId, account, exportOpts, log);
+    }
     let mixed: MixedRun | undefined;
     if (has('mixed')) {
       const mixedOpts = {
@@ -337,6 +365,7 @@ async function main(): Promise<number> {
       ...reportCostTargets(reportCost ?? []),
       ...(fair ? fairTargets(fair) : []),
       ...(mixed ? mixedTargets(mixed) : []),
+      ...(exported ? exportTargets(exported) : []),
       ...(events ? eventsTargets(events) : []),
     ];
     result.targets = targets;
@@ -359,6 +388,7 @@ async function main(): Promise<number> {
     if (fair) console.log(`${fairLine(fair)}\n`);
     if (profile) console.log(`read phase, component passes over file A: ${readProfileLine(profile)}\n`);
     if (http.length) console.log(`${httpTable(http)}\n`);
+    if (exported) console.log(`${exportTable(exported)}\n`);
     if (mixed) console.log(`${mixedTable(mixed)}\n`);
     if (events) console.log(`${eventsTable(events)}\n`);
     if (citus) console.log(`${sideBySide(single, citus, fileA())}\n`);
@@ -377,6 +407,9 @@ async function main(): Promise<number> {
       reportCost && 'report step: counts and contact totals per run, each report counted per reason or its 404',
       fair && `fair step: import A as import A, each small import's counts and contacts`,
       http.length && 'HTTP answers and end states',
+      exported &&
+        `export step: each file's rows against COUNT(*) and rowCount, its header, ${exported.samples} contacts ` +
+          "against GET /v1/contacts, the load's answers",
       mixed && "mixed step: the load's answers and end states, the import's counts and contacts",
       events &&
         "events step: each import's counts and contacts, every event of the feed and of the webhook once, " +

@@ -7,7 +7,7 @@ import { EXPORT_LEASE_SECONDS } from '../../src/exports/retry-after';
 import { getSchema } from '../../src/schema/service';
 import type { ObjectStore } from '../../src/storage/store';
 import { copyRows } from './copy-rows';
-import { copyStatement, headerLine, whereClause, type ExportColumn } from './select';
+import { copyStatement, headerLine, whereClause, type ExportColumn, type ExportFilter } from './select';
 import { abortUpload, writeObject } from './sink';
 
 /** Runs an export may take (a worker killed mid-run counts): past this the export fails. */
@@ -67,19 +67,9 @@ export async function runExport(deps: ExportRunDeps, claimed: ClaimedExport): Pr
   let renewal: ReturnType<typeof setInterval> | undefined;
   try {
     await held(sql`object_key = ${key}, upload_id = null`);
-    const columns = await exportColumns(sql, accountId, claimed.columns);
-    const deleted = await sql<{ id: string }[]>`
-      select id::text from brands where account_id = ${accountId} and deleted_at is not null`;
     const filter = { brandIds: claimed.brand_ids, enabled: claimed.enabled };
-    copy = await copyRows(
-      sql,
-      copyStatement(
-        accountId,
-        columns,
-        filter,
-        deleted.map((b) => b.id),
-      ),
-    );
+    const { columns, statement } = await exportStatement(sql, accountId, claimed.columns, filter);
+    copy = await copyRows(sql, statement);
     const running = copy;
     // The rows to expect, for percentComplete only: counted beside the COPY, never holding it up.
     void sql
@@ -139,6 +129,28 @@ async function giveUp({ sql, token, log }: ExportRunDeps, claimed: ClaimedExport
     }
     where account_id = ${claimed.account_id} and id = ${claimed.id} and lease_token = ${token}`.catch(() => {});
   return last ? 'failed' : 'retry';
+}
+
+/**
+ * The COPY a run executes for these columns and filter, with the columns' types: also the bench's
+ * baseline (bench/export.ts times the same statement drained by a client that keeps nothing).
+ */
+export async function exportStatement(
+  sql: Sql,
+  accountId: string,
+  names: readonly string[],
+  filter: ExportFilter,
+): Promise<{ columns: ExportColumn[]; statement: string }> {
+  const columns = await exportColumns(sql, accountId, names);
+  const deleted = await sql<{ id: string }[]>`
+    select id::text from brands where account_id = ${accountId} and deleted_at is not null`;
+  const statement = copyStatement(
+    accountId,
+    columns,
+    filter,
+    deleted.map((b) => b.id),
+  );
+  return { columns, statement };
 }
 
 /** The columns with their types; attributes are never deleted, so a miss means the schema changed under it. */
