@@ -1,11 +1,12 @@
 /**
  * `bun run bench [-- --rows N] [--duration S] [--connections C] [--strict] [--lean]
- *   [--steps l1,dba,a,b,http,export,mixed,events,profile,gzip,report,fair] [--shapes wide,narrow]
+ *   [--steps l1,dba,a,b,http,export,mixed,events,suppression-check,profile,gzip,report,fair] [--shapes wide,narrow]
  *   [--flat-rows N] [--no-flat] [--citus] [--citus-workers N]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
  * L1, the dba step, import A and import B for each file shape (shape-steps.ts; above 1M rows also on
  * the shapes' 1M files, flat.ts), then the HTTP load (and, when asked for, profile, gzip, report and
- * fair) on the wide shape, the mixed step and, when asked for, the events step (events.ts), verifies
+ * fair) on the wide shape, the mixed step and, when asked for, the events step (events.ts) and the
+ * suppression-check step (suppression-check.ts), verifies
  * each after timing, prints the tables and writes bench/results/<timestamp>.json. With --citus, import A and
  * the HTTP step run again on the embedded Citus cluster after that, and a table sets the two side by
  * side with what each node's CPU did per row and per request.
@@ -24,6 +25,12 @@ import { type HttpOptions } from './http';
 import { eventsTable, eventsTargets, runEvents, type EventsRun } from './events';
 import { exportTable, exportTargets, runExportStep, type ExportRun } from './export';
 import { runMixed, type MixedRun } from './mixed';
+import {
+  runSuppressionCheck,
+  suppressionCheckTable,
+  suppressionCheckTargets,
+  type SuppressionCheckRun,
+} from './suppression-check';
 import { profileRead, readProfileLine } from './profile-read';
 import {
   describeMachine,
@@ -68,12 +75,14 @@ const STEPS = [
   'export',
   'mixed',
   'events',
+  'suppression-check',
   'profile',
   'gzip',
   'report',
   'fair',
 ] as const;
-// Not `events`: at the default 25M rows it would add 45-50 minutes to a run of about three hours.
+// Not `events`: at the default 25M rows it would add 45-50 minutes to a run of about three hours. Nor
+// `suppression-check`: its three lists of 10M records take ~7 GB and 200 s to load.
 const DEFAULT_STEPS: Step[] = ['l1', 'dba', 'a', 'b', 'http', 'mixed'];
 type Step = (typeof STEPS)[number];
 
@@ -329,6 +338,9 @@ async function main(): Promise<number> {
       const eventsOpts = { timeoutSeconds: importOpts.timeoutSeconds, files: runFiles };
       result.events = events = await runEvents(ctx, runId, eventsFile, eventsOpts, log);
     }
+    let suppressionCheck: SuppressionCheckRun | undefined;
+    if (has('suppression-check'))
+      result.suppressionCheck = suppressionCheck = await runSuppressionCheck(ctx, runId, opts.rows, log);
     if (childFailures().length) throw new Error(childFailures().join('; '));
     let citus: DatabaseRun | undefined;
     if (opts.citusWorkers) {
@@ -367,6 +379,7 @@ async function main(): Promise<number> {
       ...(mixed ? mixedTargets(mixed) : []),
       ...(exported ? exportTargets(exported) : []),
       ...(events ? eventsTargets(events) : []),
+      ...(suppressionCheck ? suppressionCheckTargets(suppressionCheck) : []),
     ];
     result.targets = targets;
     const sizes = shown.map((r) => `${SHAPES[r.shape].label('file A')} ${(r.files.a.bytes / 1e9).toFixed(2)} GB`);
@@ -391,6 +404,7 @@ async function main(): Promise<number> {
     if (exported) console.log(`${exportTable(exported)}\n`);
     if (mixed) console.log(`${mixedTable(mixed)}\n`);
     if (events) console.log(`${eventsTable(events)}\n`);
+    if (suppressionCheck) console.log(`${suppressionCheckTable(suppressionCheck)}\n`);
     if (citus) console.log(`${sideBySide(single, citus, fileA())}\n`);
     else if (runs.some((r) => r.dba || r.importA?.cpu) || http.some((h) => h.cpuMsPerRequest))
       console.log(`${cpuTable([single], wideA)}\n`);
@@ -414,6 +428,7 @@ async function main(): Promise<number> {
       events &&
         "events step: each import's counts and contacts, every event of the feed and of the webhook once, " +
           'none missing or unknown, each of its import and brand, every batch signature',
+      suppressionCheck && 'suppression-check step: every answer against the lists it was drawn from',
       citus && `${citus.label}: import A and the HTTP step checked as on the single node`,
     ];
     console.log(`\nverification: passed (${checked.filter(Boolean).join('; ') || 'L1 row count'})`);
