@@ -3,7 +3,7 @@ import type { Deps } from './deps';
 import { Authenticator } from './auth/authenticate';
 import { InvalidationListener, type Invalidation } from './auth/cache';
 import { requiredScope } from './auth/scopes';
-import { ApiError } from './errors';
+import { ApiError, rateLimited } from './errors';
 import { failureLogFields, fromFramework } from './http/framework-errors';
 import { problemResponse } from './http/problem';
 import { unavailableError } from './http/unavailable';
@@ -28,7 +28,7 @@ import { contactExportRoutes } from './exports';
 
 /** Builds the whole HTTP app from the feature modules. Tests call `app.handle(new Request(…))`. */
 export function buildApp(deps: Deps) {
-  const { config, sql } = deps;
+  const { config, sql, limiter } = deps;
   const authenticator = new Authenticator(sql);
   // Without the fast path no request starts on a cached key claim: each is authenticated up front.
   const fastPath = config.contactFastPath ? new ContactFastPath(sql, authenticator.keys) : undefined;
@@ -62,7 +62,7 @@ export function buildApp(deps: Deps) {
   }
 
   return new Elysia()
-    .onRequest(async ({ request }) => {
+    .onRequest(async ({ request, set }) => {
       deps.load?.hit();
       const facts = startRequest(request);
       const path = pathOf(request.url);
@@ -82,6 +82,20 @@ export function buildApp(deps: Deps) {
           facts.claim = await authenticator.authenticate(header, scope);
           facts.auth = facts.claim.auth;
         }
+        // The account is known (401 and 403 above cost it nothing): its limit, before any work.
+        if (limiter) {
+          const accountId = facts.claim.auth.accountId;
+          const verdict = limiter.admit(accountId, facts.claim.rateLimit, set.headers);
+          const wait = typeof verdict === 'number' ? verdict : await verdict;
+          if (wait > 0) throw rateLimited(wait);
+          // A cached claim refused later (a key revoked a moment ago) gives its token back: a 401 counts nothing.
+          if (claim && wait === 0)
+            facts.refund = () => {
+              limiter.refund(accountId);
+              delete set.headers['ratelimit-policy'];
+              delete set.headers.ratelimit;
+            };
+        }
       }
     })
     .onParse(async ({ request }) =>
@@ -98,7 +112,8 @@ export function buildApp(deps: Deps) {
       const instance = pathOf(request.url);
       // A request that went ahead on a cached key claim answers nothing but success before the key is
       // confirmed: a revoked key with a malformed body is still 401, not 400.
-      if (isUnconfirmed(request)) {
+      // Not for a 429, which does nothing either way: a refused request stays as cheap as it can be.
+      if (isUnconfirmed(request) && !(error instanceof ApiError && error.code === 'rate_limit_error')) {
         const refusal = await confirmedAuthOf(request).then(
           () => undefined,
           (e: unknown) => e,

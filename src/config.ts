@@ -64,6 +64,14 @@ export interface Config {
    * for the embedded default (no DATABASE_URL), where the receiver is on the developer's machine.
    */
   readonly webhookAllowPrivateUrls: boolean;
+  /**
+   * Requests a second per account, over all its keys and every API replica (src/ratelimit), and
+   * its burst; an account's own (admin account rate-limit) replace them. `rateLimits` false: no
+   * limit, no Redis connection for it, no RateLimit headers (the bench's "without").
+   */
+  readonly rateLimits: boolean;
+  readonly rateLimitPerSecond: number;
+  readonly rateLimitBurst: number;
 }
 
 export type StorageConfig =
@@ -80,6 +88,13 @@ export type StorageConfig =
 
 /** PostgreSQL application_name when APP_NAME is not set (and for tools that read no config). */
 export const DEFAULT_APP_NAME = 'contact-service';
+
+/**
+ * Above what one account drives on one API process (~9,000 GET/s on 2 cores, bench/README.md), so
+ * that no ordinary client, test or bench meets them: they stop a runaway client from taking more
+ * than about two replicas' worth of a scaled-out service. README "Rate limits".
+ */
+export const DEFAULT_RATE_LIMIT = { perSecond: 20_000, burst: 40_000 } as const;
 
 export class ConfigError extends Error {}
 
@@ -172,6 +187,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     eventRetentionDays: int(env, 'EVENT_RETENTION_DAYS', 7, 1, 3650),
     exportRetentionDays: int(env, 'EXPORT_RETENTION_DAYS', 7, 1, 3650),
     webhookAllowPrivateUrls: bool(env, 'WEBHOOK_ALLOW_PRIVATE_URLS', nonEmpty(env, 'DATABASE_URL') === undefined),
+    rateLimits: bool(env, 'RATE_LIMITS', true),
+    rateLimitPerSecond: int(env, 'RATE_LIMIT_PER_SECOND', DEFAULT_RATE_LIMIT.perSecond, 1, 10_000_000),
+    rateLimitBurst: int(env, 'RATE_LIMIT_BURST', DEFAULT_RATE_LIMIT.burst, 1, 100_000_000),
   });
 }
 

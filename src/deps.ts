@@ -14,4 +14,6 @@ export interface Deps {
   readonly load?: import('./imports/api-load').ApiLoadSignal;
   /** Refuses requests at once while the database is known away (src/db-circuit.ts); absent in most tests. */
   readonly circuit?: import('./db-circuit').DatabaseCircuit;
+  /** Rate limits per account (src/ratelimit/limiter.ts); absent: none (RATE_LIMITS=false, most tests). */
+  readonly limiter?: import('./ratelimit/limiter').RateLimiter;
 }

@@ -10,6 +10,7 @@ export type ErrorCode =
   | 'contact_exists'
   | 'operation_in_progress'
   | 'conflict_error'
+  | 'rate_limit_error'
   | 'api_error';
 
 export interface FieldError {
@@ -26,6 +27,7 @@ export const statusOf: Record<ErrorCode, number> = {
   contact_exists: 409,
   operation_in_progress: 409,
   conflict_error: 409,
+  rate_limit_error: 429,
   api_error: 500,
 };
 
@@ -37,6 +39,7 @@ export const titleOf: Record<ErrorCode, string> = {
   contact_exists: 'Contact exists',
   operation_in_progress: 'Operation in progress',
   conflict_error: 'Conflict',
+  rate_limit_error: 'Too many requests',
   api_error: 'Internal error',
 };
 
@@ -47,7 +50,7 @@ export class ApiError extends Error {
     readonly code: ErrorCode,
     readonly detail: string,
     readonly errors?: FieldError[],
-    /** Whole seconds, for operation_in_progress and an unavailable database. */
+    /** Whole seconds, for operation_in_progress, rate_limit_error and an unavailable database. */
     readonly retryAfter?: number,
     /** `status` and `title` replace the code's own (api_error is 500, or 503 while the database is away). */
     options?: { cause?: unknown; status?: number; title?: string },
@@ -78,6 +81,14 @@ export const contactExists = (detail: string) => new ApiError('contact_exists', 
 export const operationInProgress = (detail: string, retryAfterSeconds: number) =>
   new ApiError('operation_in_progress', detail, undefined, Math.max(1, Math.ceil(retryAfterSeconds)));
 export const conflict = (detail: string) => new ApiError('conflict_error', detail);
+/** 429: the account is over its rate limit (src/ratelimit); a request after `retryAfterSeconds` is admitted. */
+export const rateLimited = (retryAfterSeconds: number) =>
+  new ApiError(
+    'rate_limit_error',
+    `The account's requests are over its rate limit; send again in ${retryAfterSeconds} s (Retry-After).`,
+    undefined,
+    Math.max(1, Math.ceil(retryAfterSeconds)),
+  );
 /** 503 api_error: a service the request needs (the database) is away; the same request can succeed later. */
 export const serviceUnavailable = (detail: string, retryAfterSeconds: number, cause?: unknown) =>
   new ApiError('api_error', detail, undefined, Math.max(1, Math.ceil(retryAfterSeconds)), {

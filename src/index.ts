@@ -9,6 +9,8 @@ import { ApiLoadSignal } from './imports/api-load';
 import { migrate } from './migrate';
 import { closeAndExit, onStopSignals } from './shutdown';
 import { DatabaseCircuit } from './db-circuit';
+import { RateLimiter } from './ratelimit/limiter';
+import { RedisRateLimitStore } from './ratelimit/store';
 
 const config = loadConfigOrExit();
 setLogLevel(config.logLevel);
@@ -25,7 +27,15 @@ if (config.migrateOnStart) await migrate(sql, (m) => log('info', m));
 const storage = await createStore(config);
 const queue = createImportQueue(redis.url);
 const load = new ApiLoadSignal(redis.url, config.importYieldRps);
-const deps = { config, sql, storage, queue, load, circuit };
+const limiter = config.rateLimits
+  ? new RateLimiter(new RedisRateLimitStore(redis.url), {
+      perSecond: config.rateLimitPerSecond,
+      burst: config.rateLimitBurst,
+    })
+  : undefined;
+// Requests before Redis answers are admitted without a limit; at start that is a moment, not an outage.
+if (limiter && !(await limiter.ready(2_000))) log('warn', 'rate limit store not reachable at start: no limits yet');
+const deps = { config, sql, storage, queue, load, circuit, limiter };
 const server = serveApi(deps);
 log('info', 'api listening', { url: `http://${config.host}:${server.port}`, storage: storage.driver });
 
@@ -38,6 +48,7 @@ async function shutdown(signal: string) {
   await server.stop(false).catch((e) => log('error', 'server stop failed', errorFields(e)));
   await queue.close().catch(() => {});
   await load.close();
+  await limiter?.close();
   circuit.close();
   await probe.end({ timeout: 1 }).catch(() => {});
   await closeAndExit(sql, [db, redis]);

@@ -20,6 +20,13 @@ export interface Auth {
 export interface KeyClaim {
   readonly auth: Auth;
   readonly keysVersion: number;
+  /** The account's own rate limit (migration 0014), or null: the API's defaults (src/ratelimit). */
+  readonly rateLimit: AccountRateLimit | null;
+}
+
+export interface AccountRateLimit {
+  readonly perSecond: number;
+  readonly burst: number;
 }
 
 export interface KeyRow {
@@ -29,6 +36,8 @@ export interface KeyRow {
   revoked: boolean;
   suspended: boolean;
   keys_version: number;
+  rate_limit_per_second: number | null;
+  rate_limit_burst: number | null;
 }
 
 // Hashing a wrong secret against a dummy keeps the timing of unknown ids like that of wrong secrets.
@@ -53,7 +62,7 @@ export class Authenticator {
     const [row] = await this.sql<KeyRow[]>`
       select k.account_id, k.secret_sha256, k.scopes, k.revoked_at is not null as revoked,
              a.suspended_at is not null as suspended,
-             coalesce(v.keys, 0) as keys_version
+             coalesce(v.keys, 0) as keys_version, a.rate_limit_per_second, a.rate_limit_burst
       from api_keys k join accounts a on a.id = k.account_id left join cache_versions v on v.account_id = k.account_id
       where k.id = ${parsed.id}`;
     const matches = secretMatches(parsed.secret, row?.secret_sha256 ?? DUMMY_HASH);
@@ -61,7 +70,7 @@ export class Authenticator {
     if (!row || !matches || row.revoked) throw unauthenticated('The API key is not valid.');
     if (row.suspended) throw forbidden('The account of this API key is suspended.');
     if (scope && !row.scopes.includes(scope)) throw forbidden(`The API key lacks the ${scope} scope.`);
-    return { auth: { accountId: row.account_id, keyId: parsed.id, scopes: row.scopes }, keysVersion: row.keys_version };
+    return claimOf(parsed.id, row);
   }
 
   /**
@@ -75,6 +84,16 @@ export class Authenticator {
     const row = parsed && this.keys.get(parsed.id);
     if (!parsed || !row || row.revoked || row.suspended || !row.scopes.includes(scope)) return undefined;
     if (!secretMatches(parsed.secret, row.secret_sha256)) return undefined;
-    return { auth: { accountId: row.account_id, keyId: parsed.id, scopes: row.scopes }, keysVersion: row.keys_version };
+    return claimOf(parsed.id, row);
   }
+}
+
+function claimOf(keyId: string, row: KeyRow): KeyClaim {
+  const perSecond = row.rate_limit_per_second;
+  const burst = row.rate_limit_burst;
+  return {
+    auth: { accountId: row.account_id, keyId, scopes: row.scopes },
+    keysVersion: row.keys_version,
+    rateLimit: perSecond !== null && burst !== null ? { perSecond, burst } : null,
+  };
 }

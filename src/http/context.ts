@@ -19,6 +19,8 @@ interface RequestFacts {
    */
   claim?: KeyClaim;
   confirm?: () => Promise<KeyClaim>;
+  /** Gives back the rate limit token an unconfirmed claim took, should its key be refused (src/app.ts). */
+  refund?: () => void;
   route?: string;
   /** The query was checked against the route (once the key was; see `admitted`). */
   queryChecked?: boolean;
@@ -84,6 +86,7 @@ export async function confirmedAuthOf(request: Request): Promise<Auth> {
   // A refused key leaves no claim behind: the request is answered with the refusal, once.
   f.claim = await confirm().catch((error: unknown) => {
     f.claim = undefined;
+    f.refund?.();
     throw error;
   });
   f.auth = f.claim.auth;

@@ -5,6 +5,7 @@ import { HttpMetrics } from './http';
 import { importStatusGauge } from './import-status';
 import { poolGauges } from './pool';
 import { queueGauges } from './queue';
+import { rateLimitMetrics } from './rate-limits';
 import { processRegistry } from './registry';
 
 /** What the API's GET /metrics shows, and the request metrics src/http/server.ts feeds. */
@@ -23,5 +24,6 @@ export function apiMetrics(deps: Deps): ApiMetrics {
   importStatusGauge(registry, deps.sql);
   poolGauges(registry, deps.sql);
   if (deps.queue instanceof BullImportQueue) queueGauges(registry, [deps.queue.queue]);
+  if (deps.limiter) rateLimitMetrics(registry, deps.limiter.stats);
   return { registry, http };
 }

@@ -229,7 +229,7 @@ async function recordingFastPath() {
   const sql = connect(bed.db.url, 1, { debug: (_c, query, params) => sent.push({ query, params }) });
   const [{ keys } = { keys: -1 }] = await sql<{ keys: number }[]>`
     select keys from cache_versions where account_id = ${account}`;
-  const claim = { auth: { accountId: account, keyId: 'test', scopes: [] }, keysVersion: keys };
+  const claim = { auth: { accountId: account, keyId: 'test', scopes: [] }, keysVersion: keys, rateLimit: null };
   const planOf = async (statement: { query: string; params: unknown[] }) => {
     const rows = await sql.unsafe<{ 'QUERY PLAN': string }[]>(
       `explain (costs off) ${statement.query}`,
