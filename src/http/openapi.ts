@@ -16,6 +16,7 @@ export const Problem = t.Object(
         'contact_exists',
         'operation_in_progress',
         'conflict_error',
+        'rate_limit_error',
         'api_error',
       ],
     } as never),
@@ -27,9 +28,9 @@ export const Problem = t.Object(
   { description: 'RFC 9457 problem details (application/problem+json)' },
 );
 
-/** Error responses every /v1 route documents (401, 403, 500) plus the ones given. */
+/** Error responses every /v1 route documents (401, 403, 429, 500) plus the ones given. */
 export function errorResponses(...statuses: number[]) {
-  const all = [...new Set([...statuses, 401, 403, 500])];
+  const all = [...new Set([...statuses, 401, 403, 429, 500])];
   return Object.fromEntries(all.map((s) => [s, Problem])) as Record<number, typeof Problem>;
 }
 
@@ -45,6 +46,9 @@ const REASONS: Record<string, string> = {
   '404': 'Not found (not_found_error)',
   '409': 'Conflict (contact_exists, operation_in_progress or conflict_error)',
   '410': 'The cursor is older than the event retention: events after it were removed (conflict_error)',
+  '429':
+    "An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); " +
+    'nothing was done. Send again after Retry-After.',
   '500': 'Unexpected error (api_error)',
   '503': 'Not ready',
 };
@@ -63,6 +67,24 @@ function schemaOnly(value: unknown): unknown {
 
 const CSV = 'text/csv';
 
+/** The fields of a 429 (README "Rate limits"); admitted answers carry the two RateLimit ones too. */
+const RATE_LIMIT_HEADERS: Json = {
+  'Retry-After': {
+    description: 'Whole seconds (at least 1) after which the same request is admitted.',
+    schema: { type: 'integer', minimum: 1 },
+  },
+  'RateLimit-Policy': {
+    description:
+      "The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: " +
+      '`"account";q=<burst>;w=<seconds the bucket takes to refill>`.',
+    schema: { type: 'string' },
+  },
+  RateLimit: {
+    description: 'What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After).',
+    schema: { type: 'string' },
+  },
+};
+
 function schemaOf(content: unknown): unknown {
   const media = (content ?? {}) as Record<string, { schema?: unknown } | undefined>;
   return media['application/json']?.schema ?? Object.values(media)[0]?.schema;
@@ -78,6 +100,7 @@ function finishOperation(operation: Json): Json {
     const error = Number(status) >= 400;
     const described = error ? (REASONS[status] ?? given.description) : (given.description ?? REASONS[status]);
     const response: Json = { ...given, description: described ?? `HTTP ${status}` };
+    if (status === '429') response.headers = RATE_LIMIT_HEADERS;
     // A success declared as CSV alone (the rejected-rows report) stays CSV; every other body is JSON.
     const csv = !error && Object.keys((given.content ?? {}) as Json).join() === CSV;
     if (schema)

@@ -667,6 +667,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -698,6 +699,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -729,6 +769,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -820,6 +861,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -851,6 +893,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -882,6 +925,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -913,6 +995,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -994,6 +1077,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1025,6 +1109,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1056,6 +1141,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1087,6 +1173,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1118,6 +1243,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1196,6 +1322,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1227,6 +1354,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1258,6 +1386,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1289,6 +1456,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1353,6 +1521,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1384,6 +1553,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1415,6 +1585,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1446,6 +1617,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1477,6 +1687,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1546,6 +1757,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1577,6 +1789,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1608,6 +1821,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1639,6 +1853,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1670,6 +1885,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1701,6 +1955,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1788,6 +2043,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1819,6 +2075,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1850,6 +2107,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1881,6 +2139,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1912,6 +2209,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -1985,6 +2283,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2016,6 +2315,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2047,6 +2347,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2078,6 +2379,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2109,6 +2449,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2177,6 +2518,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2208,6 +2550,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2239,6 +2582,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2270,6 +2652,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2384,6 +2767,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2415,6 +2799,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2446,6 +2831,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2477,6 +2863,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2508,6 +2933,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2579,6 +3005,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2610,6 +3037,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2641,6 +3069,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2672,6 +3101,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2703,6 +3171,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2755,6 +3224,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2786,6 +3256,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2817,6 +3288,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2848,6 +3320,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2879,6 +3352,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2910,6 +3422,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -2990,6 +3503,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3021,6 +3535,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3052,6 +3567,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3083,6 +3599,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3114,6 +3631,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3145,6 +3701,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3220,6 +3777,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3251,6 +3809,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3282,6 +3841,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3313,6 +3873,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3344,6 +3905,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3375,6 +3975,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3438,6 +4039,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3469,6 +4071,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3500,6 +4103,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3531,6 +4135,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3562,6 +4205,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3622,6 +4266,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3653,6 +4298,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3684,6 +4330,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3715,6 +4362,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3746,6 +4432,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3815,6 +4502,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3846,6 +4534,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3877,6 +4566,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3908,6 +4598,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3939,6 +4630,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -3970,6 +4700,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4023,6 +4754,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4054,6 +4786,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4085,6 +4818,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4116,6 +4850,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4147,6 +4882,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4178,6 +4952,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4238,6 +5013,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4269,6 +5045,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4300,6 +5077,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4331,6 +5109,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4362,6 +5179,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4431,6 +5249,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4462,6 +5281,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4493,6 +5313,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4524,6 +5345,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4555,6 +5377,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4586,6 +5447,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4639,6 +5501,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4670,6 +5533,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4701,6 +5565,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4732,6 +5597,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4763,6 +5629,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4794,6 +5699,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4893,6 +5799,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4924,6 +5831,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4955,6 +5863,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -4986,6 +5933,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5061,6 +6009,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5092,6 +6041,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5123,6 +6073,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5154,6 +6105,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5185,6 +6175,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5271,6 +6262,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5302,6 +6294,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5333,6 +6326,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5364,6 +6358,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5395,6 +6428,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5507,6 +6541,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5538,6 +6573,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5569,6 +6605,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5600,6 +6637,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5631,6 +6669,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5662,6 +6739,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5749,6 +6827,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5780,6 +6859,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5811,6 +6891,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5842,6 +6923,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5873,6 +6993,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5951,6 +7072,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -5982,6 +7104,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6013,6 +7136,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6044,6 +7206,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6116,6 +7279,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6147,6 +7311,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6178,6 +7343,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6209,6 +7375,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6240,6 +7445,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6331,6 +7537,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6362,6 +7569,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6393,6 +7601,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6424,6 +7633,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6455,6 +7703,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6506,6 +7755,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6537,6 +7787,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6568,6 +7819,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6599,6 +7851,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6630,6 +7921,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6729,6 +8021,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6760,6 +8053,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6791,6 +8085,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6822,6 +8155,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6920,6 +8254,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6951,6 +8286,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -6982,6 +8318,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -7013,6 +8350,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -7044,6 +8420,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -7130,6 +8507,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -7161,6 +8539,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -7192,6 +8571,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -7223,6 +8603,45 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
@@ -7254,6 +8673,7 @@ export interface operations {
               | 'contact_exists'
               | 'operation_in_progress'
               | 'conflict_error'
+              | 'rate_limit_error'
               | 'api_error';
             instance?: string;
             errors?: {
