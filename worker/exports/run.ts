@@ -61,7 +61,18 @@ export async function runExport(deps: ExportRunDeps, claimed: ClaimedExport): Pr
     if (rows.length === 0) throw new LeaseLostError(`export ${id} was taken over`);
   };
   // The previous run died (or failed) mid-file: its half-written object goes, and this run starts over.
-  if (claimed.object_key) await abortUpload(storage, claimed.object_key, claimed.upload_id);
+  // Its key is not this run's, so a store that refuses the abort (s3rver has none; a key without
+  // s3:AbortMultipartUpload) costs an orphaned upload, which a bucket lifecycle rule clears, never
+  // the export: the run goes on.
+  if (claimed.object_key)
+    await abortUpload(storage, claimed.object_key, claimed.upload_id).catch((e) =>
+      deps.log("could not drop the previous run's file; going on", {
+        accountId,
+        exportId: id,
+        objectKey: claimed.object_key,
+        error: e instanceof Error ? e.message : String(e),
+      }),
+    );
   const key = exportObjectKey(accountId, id, claimed.attempts, gzip);
   let copy: Awaited<ReturnType<typeof copyRows>> | undefined;
   let renewal: ReturnType<typeof setInterval> | undefined;
@@ -93,7 +104,8 @@ export async function runExport(deps: ExportRunDeps, claimed: ClaimedExport): Pr
       pipeline(body as Readable, gz, () => {});
       body = gz;
     }
-    const bytes = await writeObject(storage, key, body, (uploadId) => held(sql`upload_id = ${uploadId}`));
+    const type = gzip ? 'application/gzip' : 'text/csv; charset=utf-8';
+    const bytes = await writeObject(storage, key, body, type, (uploadId) => held(sql`upload_id = ${uploadId}`));
     clearInterval(renewal);
     await held(sql`
       status = 'success', row_count = ${running.rows()}, rows_written = ${running.rows()}, upload_id = null,
@@ -119,7 +131,7 @@ async function giveUp({ sql, token, log }: ExportRunDeps, claimed: ClaimedExport
   log('contact export run failed', { accountId: claimed.account_id, exportId: claimed.id, error: reason });
   const last = claimed.attempts >= MAX_ATTEMPTS;
   const failure = `The export stopped after ${claimed.attempts} failed attempts; the last error was: ${reason}`;
-  await sql`
+  const updated = await sql`
     update contact_exports set ${
       last
         ? sql`status = 'failed', failure_reason = ${failure},
@@ -127,7 +139,10 @@ async function giveUp({ sql, token, log }: ExportRunDeps, claimed: ClaimedExport
         : sql`object_key = null, upload_id = null, lease_token = null,
             lease_until = now() + make_interval(secs => ${RETRY_AFTER_SECONDS})`
     }
-    where account_id = ${claimed.account_id} and id = ${claimed.id} and lease_token = ${token}`.catch(() => {});
+    where account_id = ${claimed.account_id} and id = ${claimed.id} and lease_token = ${token}
+    returning 1`.catch(() => undefined);
+  // Another run holds the export now (this one failed after its lease was taken): nothing was ours to change.
+  if (updated?.length === 0) return 'lost';
   return last ? 'failed' : 'retry';
 }
 

@@ -17,12 +17,15 @@ const PART_BYTES = 16 * 1024 * 1024;
 /**
  * Writes `body` as the object `key`, streaming: an S3 multipart upload (its id handed to
  * `onUpload` first, so a run taking the export over can abort it), or the local store's temp file
- * renamed into place. Nothing is visible under `key` unless the whole body was written.
+ * renamed into place. Nothing is visible under `key` unless the whole body was written. On S3 the
+ * object keeps `contentType`, which a presigned GET answers with (the local store's download route
+ * sets its own).
  */
 export async function writeObject(
   storage: ObjectStore,
   key: string,
   body: AsyncIterable<Uint8Array>,
+  contentType: string,
   onUpload: (uploadId: string) => Promise<void>,
 ): Promise<number> {
   if (storage instanceof LocalStore) {
@@ -32,7 +35,9 @@ export async function writeObject(
   }
   if (!(storage instanceof S3Store)) throw new Error(`no export writer for the ${storage.driver} store`);
   const { client, bucket } = storage;
-  const created = await client.send(new CreateMultipartUploadCommand({ Bucket: bucket, Key: key }));
+  const created = await client.send(
+    new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ContentType: contentType }),
+  );
   const uploadId = created.UploadId!;
   try {
     await onUpload(uploadId);
