@@ -10,7 +10,8 @@ import { cpuDelta, type CpuSample } from './cpu';
 import type { HttpRow } from './report';
 
 export interface HttpTarget {
-  name: 'api' | 'baseline';
+  /** `api-no-limits`: the same API with RATE_LIMITS=false, what the limits cost measured in the same run. */
+  name: 'api' | 'api-no-limits' | 'baseline';
   baseUrl: string;
   headers: Record<string, string>;
 }
@@ -113,7 +114,7 @@ export async function verify(
 }
 
 export async function runHttp(
-  targets: { api: HttpTarget; baseline: HttpTarget },
+  targets: { api: HttpTarget; baseline: HttpTarget; noLimits?: HttpTarget },
   pool: readonly PoolContact[],
   sql: Sql,
   accountId: string,
@@ -124,7 +125,7 @@ export async function runHttp(
   const rows: HttpRow[] = [];
   for (const s of ['GET', 'POST', 'PATCH'] as const) {
     let baselineRps = 0;
-    for (const t of [targets.baseline, targets.api]) {
+    for (const t of [targets.baseline, ...(targets.noLimits ? [targets.noLimits] : []), targets.api]) {
       // Distinct tags per phase, so the end-state checks count only the measured run.
       const tag = `${t.name}-${runId}-m`;
       await preflight(t, s, pool, `${t.name}-${runId}-c`);
@@ -145,7 +146,7 @@ export async function runHttp(
         cpuMsPerRequest: cpu && Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, (1000 * v) / r['2xx']])),
       };
       if (t.name === 'baseline') baselineRps = reqPerSec;
-      else Object.assign(row, { ratio: reqPerSec / baselineRps, minRatio: MIN_RATIO[s] });
+      else Object.assign(row, { ratio: reqPerSec / baselineRps, ...(t.name === 'api' && { minRatio: MIN_RATIO[s] }) });
       rows.push(row);
       log(
         `[http] ${s} ${t.name}: ${Math.round(reqPerSec)} req/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, ` +
@@ -156,6 +157,15 @@ export async function runHttp(
           `${t.name} ${s}: ${r.non2xx} non-2xx answers (${JSON.stringify(r.statusCodeStats)}), ${r.errors} errors`,
         );
       await verify(sql, accountId, s, tag, r['2xx'], pool, opts.connections);
+    }
+    const off = rows.find((r) => r.scenario === s && r.target === 'api-no-limits');
+    const on = rows.find((r) => r.scenario === s && r.target === 'api');
+    if (off && on) {
+      const cpu = (r: HttpRow, p: string) => r.cpuMsPerRequest?.[p]?.toFixed(4) ?? '-';
+      log(
+        `[http] ${s} rate limits on/off: ${(on.reqPerSec / off.reqPerSec).toFixed(3)} x req/s, ` +
+          `API CPU ${cpu(on, 'api')} / ${cpu(off, 'api-no-limits')} ms per request`,
+      );
     }
   }
   return rows;

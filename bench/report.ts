@@ -65,7 +65,7 @@ export interface LoadRow {
 
 export interface HttpRow {
   scenario: string;
-  target: 'api' | 'baseline';
+  target: 'api' | 'api-no-limits' | 'baseline';
   reqPerSec: number;
   p50: number;
   p99: number;

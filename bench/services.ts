@@ -219,6 +219,11 @@ export interface Service {
    * `worker-<name>-<n>.log`. Whoever holds the old worker's pid must take the new one.
    */
   restartWorker(name: string, extra: Record<string, string>): Promise<Child>;
+  /**
+   * One more API process on the service's database and Redis, with `extra` on top of its environment
+   * (the HTTP step's API without rate limits), ready when this resolves; the caller stops it.
+   */
+  startApi(name: string, extra: Record<string, string>): Promise<{ child: Child; baseUrl: string }>;
   stop(): Promise<void>;
 }
 
@@ -250,6 +255,19 @@ export async function startService(infra: Infra): Promise<Service> {
       service.worker = spawnChild(`worker-${name}-${++restarts}`, 'worker/index.ts', env2, infra.logDir);
       await waitWorkerStarted(service.worker);
       return service.worker;
+    },
+    async startApi(name, extra) {
+      const otherPort = await freePort();
+      const otherUrl = `http://127.0.0.1:${otherPort}`;
+      const apiEnv = { ...env, ...extra, PORT: String(otherPort), PUBLIC_URL: otherUrl, APP_NAME: 'bench-api' };
+      const child = spawnChild(name, 'src/index.ts', apiEnv, infra.logDir);
+      try {
+        await waitHealthy(otherUrl, child, '/readyz');
+      } catch (e) {
+        await stopChild(child);
+        throw e;
+      }
+      return { child, baseUrl: otherUrl };
     },
     stop: async () => void (await Promise.all([stopChild(api), stopChild(service.worker)])),
   };

@@ -10,7 +10,7 @@ import type { FileMeta } from './generate';
 import { runHttp, type HttpOptions } from './http';
 import { runImportFlow, type ImportOptions, type ImportRun } from './import-flow';
 import type { HttpRow } from './report';
-import type { Infra, Service } from './services';
+import { stopChild, type Infra, type Service } from './services';
 import { shapeOf } from './shapes';
 import { startBaseline } from './summary';
 import { checkImport } from './verify';
@@ -62,8 +62,10 @@ export async function importB(
 }
 
 /**
- * GET, POST and PATCH against the baseline server and the API on the same database (`importedRows`:
- * the contacts import A gave the account, 0 when it did not run), each run's end state checked.
+ * GET, POST and PATCH against the baseline server, the API without rate limits (a second API
+ * process, RATE_LIMITS=false) and the API on the same database (`importedRows`: the contacts
+ * import A gave the account, 0 when it did not run), each run's end state checked. The two APIs in
+ * one run: what the limits cost is their difference, under the same load on the machine.
  */
 export async function httpStep(
   infra: Infra,
@@ -75,17 +77,27 @@ export async function httpStep(
   log: (m: string) => void,
 ): Promise<HttpRow[]> {
   const baseline = await startBaseline(infra, account);
+  const unlimited = await service.startApi('api-no-limits', { RATE_LIMITS: 'false' }).catch(async (e: unknown) => {
+    await baseline.stop();
+    throw e;
+  });
   try {
     const pool = await baseline.pool(importedRows);
-    const api = { name: 'api' as const, baseUrl: service.baseUrl, headers: { authorization: `Bearer ${account.key}` } };
+    const headers = { authorization: `Bearer ${account.key}` };
+    const api = { name: 'api' as const, baseUrl: service.baseUrl, headers };
+    const noLimits = { name: 'api-no-limits' as const, baseUrl: unlimited.baseUrl, headers };
     // The baseline server's own CPU beside the service's processes: what a request costs each side whole.
-    const probe = { name: 'baseline', pid: baseline.pid };
+    const probes = [
+      { name: 'baseline', pid: baseline.pid },
+      { name: 'api-no-limits', pid: unlimited.child.proc.pid },
+    ];
     const withBaseline =
-      opts.sampleCpu && (async () => ({ ...(await opts.sampleCpu!()), ...(await sampleCpu([probe])) }));
+      opts.sampleCpu && (async () => ({ ...(await opts.sampleCpu!()), ...(await sampleCpu(probes)) }));
     const httpOpts = { ...opts, sampleCpu: withBaseline };
-    return await runHttp({ api, baseline: baseline.target }, pool, infra.sql, account.id, httpOpts, runId, log);
+    const targets = { api, baseline: baseline.target, noLimits };
+    return await runHttp(targets, pool, infra.sql, account.id, httpOpts, runId, log);
   } finally {
-    await baseline.stop();
+    await Promise.all([baseline.stop(), stopChild(unlimited.child)]);
   }
 }
 
