@@ -33,6 +33,14 @@ describe('loadConfig', () => {
     expect(loadConfig({ MIGRATE_ON_START: 'TRUE' }).migrateOnStart).toBe(true);
   });
 
+  test('rate limits: on by default at 20,000/s, burst 40,000; RATE_LIMITS=false turns them off', () => {
+    expect(loadConfig({})).toMatchObject({ rateLimits: true, rateLimitPerSecond: 20_000, rateLimitBurst: 40_000 });
+    const c = loadConfig({ RATE_LIMIT_PER_SECOND: '20', RATE_LIMIT_BURST: '5', RATE_LIMITS: 'false' });
+    expect(c).toMatchObject({ rateLimits: false, rateLimitPerSecond: 20, rateLimitBurst: 5 });
+    expect(() => loadConfig({ RATE_LIMIT_PER_SECOND: '0' })).toThrow(/RATE_LIMIT_PER_SECOND/);
+    expect(() => loadConfig({ RATE_LIMIT_BURST: '1.5' })).toThrow(/RATE_LIMIT_BURST/);
+  });
+
   test("WORKER_METRICS_PORT: the worker's /metrics port, 0 for no listener", () => {
     expect(loadConfig({ WORKER_METRICS_PORT: '9100' }).workerMetricsPort).toBe(9100);
     expect(loadConfig({ WORKER_METRICS_PORT: '0' }).workerMetricsPort).toBe(0);
