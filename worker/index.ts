@@ -225,10 +225,7 @@ const relay = startRelay(sql, {
   importing: () => fairShare.importing(),
 });
 // Contact exports, under a lease on their row like the relay's endpoints (worker/exports/loop.ts).
-const exports = startExports(sql, storage, {
-  retentionDays: config.exportRetentionDays,
-  apiBusy: apiLoad && (() => apiLoad.busy()),
-});
+const exports = startExports(sql, storage, { retentionDays: config.exportRetentionDays });
 log('info', 'worker started', { concurrency, storage: storage.driver, staleReportFilesRemoved: staleReports.length });
 const metricsServer = serveMetrics(metrics.registry, { port: config.workerMetricsPort, hostname: config.host });
 if (metricsServer)
