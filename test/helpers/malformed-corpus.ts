@@ -692,7 +692,9 @@ function routingCases(ctx: CorpusContext): CorpusCase[] {
     ['PUT', '/v1/contacts', notFound],
     ['DELETE', '/v1/brands', notFound],
     ['PUT', `/v1/contacts/${ctx.md5}`, notFound],
-    ['DELETE', `/v1/contacts/${ctx.md5}`, notFound],
+    // DELETE of a contact is an erasure (an extension, test/contacts-erase.test.ts), not a routing case.
+    ['DELETE', '/v1/contact-schema', notFound],
+    ['PUT', '/v1/contact-erasures', notFound],
     ['PATCH', '/v1/brands', notFound],
     ['POST', '/v1/contact-schema', notFound],
     ['POST', '/healthz', notFound],
