@@ -14,9 +14,10 @@
  *    (readAttributeValue) equal to the API's value. The file is then removed (as the retention sweep
  *    does), so a 25M-row run holds one file at a time.
  * 3. Another account's GET /v1/contacts/{md5} under autocannon (32 connections, mixed.ts's total):
- *    idle for `--duration` seconds, then through a bare COPY and through each export, each answer in
- *    the span its request was sent in (phase-latency.ts). Targets: each export ≤ 3 × the COPY,
- *    worker peak RSS ≤ 256 MB, the GET p99 during each export ≤ 2 × idle.
+ *    idle for `--duration` seconds, then through a bare COPY and through each export, then idle
+ *    again, each answer in the span its request was sent in (phase-latency.ts). Targets: each export
+ *    ≤ 3 × the COPY, worker peak RSS ≤ 256 MB, the GET p99 during each export ≤ 2 × idle, the lower
+ *    of the two idle p99s (on a shared machine one idle span can fall into another's burst).
  */
 import type { Readable } from 'node:stream';
 import { Readable as NodeReadable, pipeline } from 'node:stream';
@@ -103,6 +104,9 @@ export interface ExportRun {
   copySeconds: number;
   alone: ExportTiming[];
   idle: LoadSpan;
+  idleAfter: LoadSpan;
+  /** the lower of the two idle p99s: the reference of the p99 target */
+  idleP99: number;
   copyLoaded: { copy: CopyRun; load: LoadSpan };
   loaded: { export: ExportTiming; load: LoadSpan }[];
   samples: number;
@@ -197,6 +201,8 @@ export async function runExportStep(
     );
     loaded.push({ export: timing, load: span });
   }
+  const idleAfter = await during(target, pool, 'idle after', () => Bun.sleep(opts.seconds * 1000));
+  const idleP99 = Math.min(idle.p99 ?? Infinity, idleAfter.p99 ?? Infinity);
   return {
     accountId: account.id,
     contacts,
@@ -205,6 +211,8 @@ export async function runExportStep(
     copySeconds,
     alone,
     idle,
+    idleAfter,
+    idleP99,
     copyLoaded: { copy: copied!, load: copyLoad },
     loaded,
     samples: sample.size,
@@ -517,7 +525,8 @@ export function exportTable(run: ExportRun): string {
     ['run', 'seconds', 'worker s', 'x COPY', 'target', 'rows/s', 'MB', 'peak RSS MB', 'CPU s'],
     rows,
   );
-  const spans = [run.idle, run.copyLoaded.load, ...run.loaded.map((l) => l.load)];
+  const spans = [run.idle, run.copyLoaded.load, ...run.loaded.map((l) => l.load), run.idleAfter];
+  const idle = (s: LoadSpan) => s === run.idle || s === run.idleAfter;
   const load = table(
     ['span', 'seconds', 'answers', 'req/s', 'p50 ms', 'p99 ms', 'x idle p99', 'target'],
     spans.map((s) => [
@@ -527,11 +536,14 @@ export function exportTable(run: ExportRun): string {
       fmtInt(s.reqPerSec),
       fix(s.p50, 1),
       fix(s.p99, 1),
-      s === run.idle ? '-' : fix((s.p99 ?? NaN) / run.idle.p99!, 2),
+      idle(s) ? '-' : fix((s.p99 ?? NaN) / run.idleP99, 2),
       s.name.startsWith('export') ? (s.requests < run.minRequests ? 'too few' : `<= ${EXPORT_TARGETS.p99XIdle}`) : '-',
     ]),
   );
-  return `${head}\n${timings}\n\nanother account's GET /v1/contacts/{md5}, ${run.connections} connections\n${load}`;
+  const about =
+    `another account's GET /v1/contacts/{md5}, ${run.connections} connections; x idle p99 against the lower ` +
+    `of the two idle spans (${fix(run.idleP99, 1)} ms)`;
+  return `${head}\n${timings}\n\n${about}\n${load}`;
 }
 
 export function exportTargets(run: ExportRun): Target[] {
@@ -550,10 +562,10 @@ export function exportTargets(run: ExportRun): Target[] {
       pass: peak <= EXPORT_TARGETS.workerRssMb,
     },
     ...run.loaded.map(({ load: s }) => {
-      const ratio = (s.p99 ?? NaN) / run.idle.p99!;
+      const ratio = (s.p99 ?? NaN) / run.idleP99;
       const judged = s.requests >= run.minRequests;
       return {
-        name: `${s.name}: another account's GET p99 over idle (${fix(s.p99, 1)} / ${fix(run.idle.p99, 1)} ms)`,
+        name: `${s.name}: another account's GET p99 over idle (${fix(s.p99, 1)} / ${fix(run.idleP99, 1)} ms)`,
         value: `${fix(ratio, 2)} x`,
         target: `<= ${EXPORT_TARGETS.p99XIdle} x`,
         pass: !judged || ratio <= EXPORT_TARGETS.p99XIdle,
