@@ -96,3 +96,47 @@ test('a worker killed mid-export: another takes it over; the export ends with on
   expect(emails.size).toBe(ROWS);
   expect(emails.has('user1@example.com') && emails.has(`user${ROWS}@example.com`)).toBe(true);
 }, 120_000);
+
+test('its connection cut thrice, then PostgreSQL restarted, mid-export: the outages are waited out', async () => {
+  const [created] = await bed.sql<{ id: string }[]>`
+    insert into contact_exports (account_id, status, columns, compression)
+    values (${accountId}, 'queued', ${bed.sql.array(['Email', 'score'])}, 'gzip')
+    returning id`;
+  const exportId = created!.id;
+  const worker = await bed.start('worker', { APP_NAME: 'export-worker-pg' });
+  try {
+    // MAX_ATTEMPTS (3) runs broken by a cut connection, each failing while the database answers:
+    // counted against the export, they would have failed it. Then a restart of the server.
+    const runNumber = async () => {
+      const [r] = await bed.sql<{ attempts: number }[]>`
+        select attempts from contact_exports where account_id = ${accountId} and id = ${exportId}`;
+      return r!.attempts;
+    };
+    /** Run `n` is streaming: its COPY is on the server (not the last run's, still being cut). */
+    const streaming = (n: number) =>
+      until(`run ${n}'s COPY`, async () => (await runNumber()) === n && (await copyRunning()), 60_000);
+    for (let cut = 1; cut <= 3; cut++) {
+      await streaming(cut);
+      await bed.sql`
+        select pg_terminate_backend(pid) from pg_stat_activity
+        where state = 'active' and query like 'copy (select %contacts c%'`;
+    }
+    await streaming(4);
+    await bed.restartPostgres();
+    const done = await until(
+      'the export to end',
+      async () => {
+        const [r] = await bed.sql<{ status: string; attempts: number; row_count: string | null }[]>`
+          select status, attempts, row_count from contact_exports where account_id = ${accountId} and id = ${exportId}`;
+        return r?.status === 'success' || r?.status === 'failed' ? r : undefined;
+      },
+      90_000,
+    );
+    expect(done).toMatchObject({ status: 'success', attempts: 5 });
+    expect(Number(done.row_count)).toBe(ROWS);
+    const dir = join(bed.storeDir, 'contact-exports', accountId, exportId);
+    expect((await readdir(dir)).sort()).toEqual(['5.csv.gz', '5.csv.gz.v']);
+  } finally {
+    await bed.kill(worker);
+  }
+}, 240_000);

@@ -2,6 +2,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream';
 import { createGzip, constants } from 'node:zlib';
 import type { Sql } from '../../src/db';
+import { isConnectionGone } from '../../src/db-unavailable';
 import { exportObjectKey } from '../../src/exports/download';
 import { EXPORT_LEASE_SECONDS } from '../../src/exports/retry-after';
 import { getSchema } from '../../src/schema/service';
@@ -12,6 +13,13 @@ import { abortUpload, writeObject } from './sink';
 
 /** Runs an export may take (a worker killed mid-run counts): past this the export fails. */
 export const MAX_ATTEMPTS = 3;
+/**
+ * Runs an export may take when the ones that failed met the database away (a restart, a failover,
+ * a cut connection): such a failure says nothing about the export, so it is waited out rather than
+ * counted against it (src/db-unavailable.ts is the one rule). A run is only claimed once the
+ * database answers again, so this counts outages that broke a running export, not seconds.
+ */
+export const MAX_RUNS_THROUGH_OUTAGES = 20;
 /** Renewed this often, so a lease survives two missed renewals (a busy event loop, a slow statement). */
 const RENEW_MS = (EXPORT_LEASE_SECONDS * 1000) / 4;
 /** A run that failed is taken up again after this. */
@@ -125,11 +133,14 @@ export async function runExport(deps: ExportRunDeps, claimed: ClaimedExport): Pr
   }
 }
 
-/** A failed run: taken up again after a pause, or, past MAX_ATTEMPTS, the export fails with the reason. */
+/**
+ * A failed run: taken up again after a pause, or, past MAX_ATTEMPTS (MAX_RUNS_THROUGH_OUTAGES when it
+ * met the database away), the export fails with the reason.
+ */
 async function giveUp({ sql, token, log }: ExportRunDeps, claimed: ClaimedExport, e: unknown): Promise<RunEnd> {
   const reason = (e instanceof Error ? e.message : String(e)).split('\n')[0]!.slice(0, 300);
   log('contact export run failed', { accountId: claimed.account_id, exportId: claimed.id, error: reason });
-  const last = claimed.attempts >= MAX_ATTEMPTS;
+  const last = claimed.attempts >= (isConnectionGone(e) ? MAX_RUNS_THROUGH_OUTAGES : MAX_ATTEMPTS);
   const failure = `The export stopped after ${claimed.attempts} failed attempts; the last error was: ${reason}`;
   const updated = await sql`
     update contact_exports set ${
