@@ -234,6 +234,8 @@ describe('the file: every value as the importer reads it', () => {
     const rows = parse(text);
     const byEmail = new Map(rows.slice(1).map((r) => [r[0], r]));
     expect(byEmail.get('bare@example.com')).toEqual(['bare@example.com', '', '', '', '', '', '', '']);
+    // Empty cells, not quoted empty strings (no brands is no value, as an absent attribute).
+    expect(text.split('\n')).toContain('bare@example.com,,,,,,,');
     expect(byEmail.get('c0@example.com')).toEqual([
       'c0@example.com',
       `${brandA};${brandB}`,

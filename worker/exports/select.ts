@@ -35,10 +35,12 @@ function uuids(ids: readonly string[]): string {
  */
 function cell(c: ExportColumn, deletedBrands: readonly string[]): string {
   if (c.type === 'identity') return 'c.email';
+  // nullif: a contact without brands has an empty cell, not the quoted empty string COPY writes for ''.
   if (c.type === 'brand')
     return deletedBrands.length === 0
-      ? "array_to_string(c.brand_ids, ';')"
-      : `array_to_string(array(select b from unnest(c.brand_ids) b where b <> all(${uuids(deletedBrands)})), ';')`;
+      ? "nullif(array_to_string(c.brand_ids, ';'), '')"
+      : `nullif(array_to_string(array(
+          select b from unnest(c.brand_ids) b where b <> all(${uuids(deletedBrands)})), ';'), '')`;
   const value = `c.attributes -> ${literal(c.name)}`;
   if (c.type !== 'array') return `c.attributes ->> ${literal(c.name)}`;
   return `(select string_agg(replace(e, ';', '\\;') || case when right(e, 1) = '\\' then ' ' else '' end, ';'
