@@ -1,5 +1,5 @@
 /**
- * `--citus`: import A and the HTTP step again, after the single node's run, on the embedded Citus
+ * `--citus`: import A, the HTTP step and the small imports again, after the single node's run, on the embedded Citus
  * cluster (a coordinator and `workers` workers under `$DATA_DIR/citus`, on this machine), verified
  * as on the single node. Each node's CPU time is sampled around every timed run, so the figures say
  * what the coordinator and each worker do per row and per request: the scale model's inputs
@@ -13,6 +13,7 @@ import type { ImportOptions, ImportRun } from './import-flow';
 import type { HttpRow } from './report';
 import { once, startInfra, startService } from './services';
 import type { ShapeRun } from './shape-steps';
+import { runSmall, type SmallRun } from './small-import';
 import { cpuSampler, httpStep, importA } from './steps';
 import { contactStorage, type ContactStorage } from './storage';
 
@@ -26,6 +27,8 @@ export interface DatabaseRun {
   http: HttpRow[];
   /** the contacts after import A */
   storage?: ContactStorage;
+  /** step `small` (small-import.ts): imports of a few rows, each alone */
+  small?: SmallRun;
 }
 
 /** Every node's WAL between checkpoints: max_wal_size of the embedded cluster's nodes (src/embedded/citus.ts). */
@@ -36,7 +39,7 @@ export async function runOnCitus(
     workers: number;
     runId: string;
     fileA: FileMeta;
-    steps: { a: boolean; http: boolean };
+    steps: { a: boolean; http: boolean; small: boolean };
     importOpts: Omit<ImportOptions, 'strategy'> & { samples: number };
     httpOpts: HttpOptions;
   },
@@ -75,6 +78,7 @@ export async function runOnCitus(
         run.importA = await importA(ctx, account, opts.fileA, { ...opts.importOpts, sampleCpu }, log);
         run.storage = await contactStorage(infra.sql);
       }
+      if (opts.steps.small) run.small = await runSmall(ctx, `${opts.runId} ${label}`, log);
       if (opts.steps.http) {
         const rows = opts.steps.a ? opts.fileA.rows : 0;
         run.http = await httpStep(infra, service, account, rows, { ...opts.httpOpts, sampleCpu }, opts.runId, log);

@@ -10,15 +10,14 @@
  * then deleted (dropAccountContacts), so the three start from the same table.
  */
 import type { Sql } from '../src/db';
-import { createBenchAccount, dropAccountContacts, type BenchAccount } from './account';
-import { COLUMNS, rowAt } from './dataset';
+import { createBenchAccount, dropAccountContacts } from './account';
 import type { FileMeta } from './generate';
-import { runImportFlow, type ImportOptions, type ImportRun, type ImportView } from './import-flow';
+import { runImportFlow, type ImportOptions, type ImportRun } from './import-flow';
+import { SMALL_ROWS, smallFile, smallImport } from './small-import';
 import type { Target } from './summary';
-import { checkContactCount, checkImport } from './verify';
+import { checkImport } from './verify';
 
 export const SMALL_ACCOUNTS = 20;
-export const SMALL_ROWS = 10;
 export const SMALL_DELAY_SECONDS = 10;
 /** The issue's targets for the small imports and for A's slowdown. */
 export const FAIR_TARGETS = { p95Seconds: 5, maxSeconds: 10, slowdown: 0.05 };
@@ -66,7 +65,6 @@ export async function runFair(
   const aStillRunning = !aDone;
   const a = await aRun;
   await checkImport(ctx, big, fileA, a.view, { label: 'fair A', mode: 'added', variants: [0], samples: opts.samples });
-  for (const acc of smallAccounts) await checkContactCount(ctx.sql, acc.id, SMALL_ROWS, 'fair small');
   await dropAccountContacts(ctx.sql, big.id);
   const after = await aloneRun(ctx, `${runId} fair alone 2`, fileA, opts);
   const aAloneSeconds = (before.seconds + after.seconds) / 2;
@@ -97,50 +95,6 @@ async function uploaded(sql: Sql, accountId: string): Promise<boolean> {
   const [row] = await sql<{ status: string }[]>`select status from contact_imports where account_id = ${accountId}`;
   return row !== undefined && row.status !== 'awaiting-upload';
 }
-
-/** The first SMALL_ROWS normal rows of file A's model: each a new contact of its account. */
-function smallFile(): string {
-  const lines = [COLUMNS.join(',')];
-  for (let i = 0; lines.length <= SMALL_ROWS; i++) {
-    const row = rowAt(i, 0);
-    if (row.kind === 'normal') lines.push(row.cells.join(','));
-  }
-  return `${lines.join('\n')}\n`;
-}
-
-/**
- * One small import through the API; seconds from the end of its upload to `success`, by its
- * `completedAt` (the service's clock on this machine, to the millisecond). The import is polled
- * once a second, not every 100 ms: 20 clients polling at 10 Hz cost the shared import A more than
- * their imports did (a client of this API polls every 5 to 10 s).
- */
-async function smallImport(ctx: Ctx, account: BenchAccount, csv: string): Promise<number> {
-  const auth = { authorization: `Bearer ${account.key}` };
-  const created = await fetch(`${ctx.baseUrl}/v1/contact-imports`, {
-    method: 'POST',
-    headers: { ...auth, 'content-type': 'application/json' },
-    body: JSON.stringify({ columns: COLUMNS, duplicateContactStrategy: 'overwrite' }),
-  });
-  if (created.status !== 201) throw new Error(`fair small: create answered ${created.status} ${await created.text()}`);
-  const { id, uploadUrl } = (await created.json()) as { id: string; uploadUrl: string };
-  const put = await fetch(uploadUrl, { method: 'PUT', headers: { 'content-type': 'text/csv' }, body: csv });
-  if (put.status !== 200) throw new Error(`fair small: upload answered ${put.status} ${await put.text()}`);
-  const uploadedAt = Date.now();
-  for (;;) {
-    await Bun.sleep(POLL_MS);
-    const got = await fetch(`${ctx.baseUrl}/v1/contact-imports/${id}`, { headers: auth });
-    const view = (await got.json()) as ImportView;
-    if (view.status === 'success') {
-      if (view.addedCount !== SMALL_ROWS || view.malformedCount !== 0 || !view.completedAt)
-        throw new Error(`fair small: import ${id} ended ${JSON.stringify(view)}`);
-      return (Date.parse(view.completedAt) - uploadedAt) / 1000;
-    }
-    if (view.status === 'failed') throw new Error(`fair small: import ${id} failed: ${view.failureReason}`);
-    if (Date.now() - uploadedAt > 600_000) throw new Error(`fair small: import ${id} not final after 600 s`);
-  }
-}
-
-const POLL_MS = 1_000;
 
 /** The step's line for the printed summary. */
 export function fairLine(run: FairRun): string {

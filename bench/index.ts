@@ -40,12 +40,14 @@ import {
   mixedTable,
   reportCostTable,
   sideBySide,
+  smallLine,
   cpuTable,
   writeResults,
   type HttpRow,
   type LoadRow,
 } from './report';
 import { cleanFile, runReportCost, type ReportCostFile } from './report-cost';
+import { runSmall, smallTargets } from './small-import';
 import { diskPlan, eventsPath, otherStepsReadWideA, shapePaths, type FilePaths } from './run-plan';
 import { childFailures, once, startInfra, startService, type Infra } from './services';
 import { copySteps, importSteps, loadRows, type ShapeRun } from './shape-steps';
@@ -80,6 +82,7 @@ const STEPS = [
   'gzip',
   'report',
   'fair',
+  'small',
 ] as const;
 // Not `events`: at the default 25M rows it would add 45-50 minutes to a run of about three hours. Nor
 // `suppression-check`: its three lists of 10M records take ~7 GB and 200 s to load.
@@ -152,8 +155,8 @@ function parseArgs(argv: string[]) {
     throw new Error('step b updates the contacts of step a: add a');
   if (opts.steps.includes('export') && !(opts.steps.includes('a') && opts.shapes.includes('wide')))
     throw new Error("step export exports the contacts of step a's wide shape: add a (and the wide shape)");
-  if (opts.citusWorkers && !opts.steps.includes('a') && !opts.steps.includes('http'))
-    throw new Error('--citus runs steps a and http on the cluster: add a or http to --steps');
+  if (opts.citusWorkers && !['a', 'http', 'small'].some((s) => opts.steps.includes(s as Step)))
+    throw new Error('--citus runs steps a, http and small on the cluster: add one of them to --steps');
   return opts;
 }
 
@@ -290,6 +293,9 @@ async function main(): Promise<number> {
       result.fair = fair = await runFair(ctx, runId, fileA(), fairOpts, log);
     }
 
+    // Step `small`, and with --citus always: imports of a few rows, each alone (small-import.ts).
+    if (has('small') || opts.citusWorkers) single.small = await runSmall(ctx, `${runId} ${single.label}`, log);
+
     let http: HttpRow[] = [];
     const httpOpts: HttpOptions = { connections: opts.connections, seconds: opts.duration, warmupSeconds: opts.warmup };
     if (has('http')) {
@@ -350,7 +356,7 @@ async function main(): Promise<number> {
         workers: opts.citusWorkers,
         runId,
         fileA: fileA(),
-        steps: { a: has('a'), http: has('http') },
+        steps: { a: has('a'), http: has('http'), small: true },
         importOpts: { ...importOpts, samples: opts.samples },
         httpOpts,
       };
@@ -380,6 +386,7 @@ async function main(): Promise<number> {
       ...(exported ? exportTargets(exported) : []),
       ...(events ? eventsTargets(events) : []),
       ...(suppressionCheck ? suppressionCheckTargets(suppressionCheck) : []),
+      ...smallTargets(citus?.small),
     ];
     result.targets = targets;
     const sizes = shown.map((r) => `${SHAPES[r.shape].label('file A')} ${(r.files.a.bytes / 1e9).toFixed(2)} GB`);
@@ -406,6 +413,7 @@ async function main(): Promise<number> {
     if (events) console.log(`${eventsTable(events)}\n`);
     if (suppressionCheck) console.log(`${suppressionCheckTable(suppressionCheck)}\n`);
     if (citus) console.log(`${sideBySide(single, citus, fileA())}\n`);
+    else if (single.small) console.log(`${smallLine(single)}\n`);
     else if (runs.some((r) => r.dba || r.importA?.cpu) || http.some((h) => h.cpuMsPerRequest))
       console.log(`${cpuTable([single], wideA)}\n`);
     for (const t of targets) {
@@ -429,7 +437,8 @@ async function main(): Promise<number> {
         "events step: each import's counts and contacts, every event of the feed and of the webhook once, " +
           'none missing or unknown, each of its import and brand, every batch signature',
       suppressionCheck && 'suppression-check step: every answer against the lists it was drawn from',
-      citus && `${citus.label}: import A and the HTTP step checked as on the single node`,
+      single.small && 'small imports: counts and contacts of each',
+      citus && `${citus.label}: import A, the HTTP step and the small imports checked as on the single node`,
     ];
     console.log(`\nverification: passed (${checked.filter(Boolean).join('; ') || 'L1 row count'})`);
     console.log(`results: ${await writeResults(join(import.meta.dir, 'results'), result)}`);

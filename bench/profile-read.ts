@@ -11,7 +11,7 @@ import type { Sql } from '../src/db';
 import { BrandIndex, RowReader, type Column } from '../worker/import/cells';
 import { CopySink } from '../worker/import/copy-sink';
 import { parseCsv, utf8Text } from '../worker/import/csv';
-import { rowsTableDdl } from '../worker/import/staging';
+import { accountLiteral, rowsTableDdl } from '../worker/import/staging';
 import { ATTRIBUTES, BRANDS } from './dataset';
 
 export interface ReadProfile {
@@ -84,7 +84,7 @@ export async function profileRead(sql: Sql, path: string, log: (m: string) => vo
   const table = 'bench_profile_rows';
   try {
     await conn.unsafe(`drop table if exists ${table}`);
-    for (const statement of rowsTableDdl(table, crypto.randomUUID())) await conn.unsafe(statement);
+    for (const statement of rowsTableDdl(table, accountLiteral(crypto.randomUUID()))) await conn.unsafe(statement);
     await pass('+ binary row + COPY to staging (= read phase)', async () => {
       const sink = new CopySink(conn, table, 100_000);
       await parseRows(

@@ -12,6 +12,7 @@ import type { ReportCostFile } from './report-cost';
 import type { MixedRun } from './mixed';
 import type { DatabaseRun } from './citus';
 import type { ShapeRun } from './shape-steps';
+import { SMALL_ROWS } from './small-import';
 import { SHAPES } from './shapes';
 
 /** Prints `[label] 42% (n/total unit)` on stderr at every 5% step or every 5 s, whichever comes first. */
@@ -259,6 +260,8 @@ export function sideBySide(single: DatabaseRun, cluster: DatabaseRun, fileA: Fil
     for (const p of phases) pair(`  ${p} seconds`, phase(single, p), phase(cluster, p), 2);
     pair('contacts bytes on disk / contact', bytesPer(single), bytesPer(cluster), 0, true);
   }
+  if (single.small || cluster.small)
+    pair('small import seconds (median of 5)', single.small?.median, cluster.small?.median, 2);
   for (const h of single.http.length ? single.http : cluster.http) {
     const other = cluster.http.find((r) => r.scenario === h.scenario && r.target === h.target);
     const mine = single.http.find((r) => r.scenario === h.scenario && r.target === h.target);
@@ -320,4 +323,13 @@ export function cpuTable(runs: DatabaseRun[], fileA: FileMeta | undefined): stri
     ['', ...procs, 'total'],
     lines.map((l) => [l.name, ...procs.map((p) => fix(l.cpu[p], 3)), fix(sum(l.cpu), 3)]),
   )}`;
+}
+
+/** Step `small` on the single node alone (with --citus, sideBySide shows it). */
+export function smallLine(run: DatabaseRun): string {
+  const s = run.small!;
+  return (
+    `small: ${s.seconds.length} imports of ${SMALL_ROWS} rows, each into a new account, end of upload to success: ` +
+    `median ${fix(s.median, 2)} s (${s.seconds.map((x) => fix(x, 2)).join(', ')})`
+  );
 }

@@ -28,3 +28,6 @@ export const mergeBatchLock = (sql: AnySql, importId: string, lo: number) =>
 /** A suppression list: one import at a time. */
 export const suppressionListLock = (sql: AnySql, accountId: string, listId: string) =>
   hashed(sql, `suppression-list:${accountId}:${listId}`);
+
+/** The staging pool's upkeep (worker/import/staging-pool.ts): one process at a time makes and drops sets. */
+export const stagingPoolLock = (sql: AnySql) => hashed(sql, 'staging-pool');

@@ -10,7 +10,7 @@ import { expect, test } from 'bun:test';
 import { runImport } from '../worker/import/index';
 import { fusedParams, partStatements } from '../worker/import/merge/sql-files';
 import { ensureRejectsTable } from '../worker/import/rejects';
-import { stagingTables } from '../worker/import/staging';
+import { ownStaging, stagingTables } from '../worker/import/staging';
 import { importBed } from './helpers/import-bed';
 import { importRow, stageImport, testConfig } from './helpers/file-store';
 import { createAccount, createAttribute, createBrand } from './helpers/fixtures';
@@ -56,7 +56,7 @@ test('statistics predating the account: each staged row is one primary-key probe
   // The statement as merge.ts builds it on one PostgreSQL (fused: the plan a CTE), recording skips
   // and publishing events, with the rejects table it names.
   const rejects = stagingTables(importId).rejects;
-  await ensureRejectsTable(sql, rejects, id);
+  await ensureRejectsTable(sql, ownStaging(importId, id), id);
   const form = { distributed: false, recordSkips: true, publishEvents: true };
   const { fused } = (await partStatements({ merge: table, plan: planTable, rejects }, form)).merge;
   const explain = (statement: string, params: unknown[]) =>

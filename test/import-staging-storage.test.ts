@@ -7,7 +7,7 @@
 import { expect, test } from 'bun:test';
 import { PlanVacuum } from '../worker/import/merge/plan-vacuum';
 import { repeatsTableDdl } from '../worker/import/repeats';
-import { ensurePlanTable, mergePartDdl, rowsTableDdl } from '../worker/import/staging';
+import { accountLiteral, mergePartDdl, planTableDdl, rowsTableDdl } from '../worker/import/staging';
 import { importBed } from './helpers/import-bed';
 
 const bed = importBed();
@@ -15,11 +15,11 @@ const bed = importBed();
 test('every staging table is made with autovacuum off, each slice of sliced staged rows too', async () => {
   const sql = bed.db.sql;
   const account = crypto.randomUUID();
-  for (const statement of rowsTableDdl('storage_rows', account)) await sql.unsafe(statement);
-  for (const statement of rowsTableDdl('storage_sliced', account, 4)) await sql.unsafe(statement);
+  for (const statement of rowsTableDdl('storage_rows', accountLiteral(account))) await sql.unsafe(statement);
+  for (const statement of rowsTableDdl('storage_sliced', accountLiteral(account), 4)) await sql.unsafe(statement);
   await sql.unsafe(mergePartDdl('storage_part'));
   await sql.unsafe(repeatsTableDdl('storage_repeats'));
-  await ensurePlanTable(sql, 'storage_plan');
+  await sql.unsafe(planTableDdl('storage_plan'));
 
   const tables = await sql<{ relname: string; off: boolean }[]>`
     select relname, coalesce('autovacuum_enabled=false' = any (reloptions), false) as off
@@ -60,8 +60,8 @@ test('a plan table vacuumed after each batch stays about a batch big; one left a
   const account = crypto.randomUUID();
   const rows = 5_000;
   const batches = 12;
-  await ensurePlanTable(bed.db.sql, 'storage_plan_vacuumed');
-  await ensurePlanTable(bed.db.sql, 'storage_plan_alone');
+  await bed.db.sql.unsafe(planTableDdl('storage_plan_vacuumed'));
+  await bed.db.sql.unsafe(planTableDdl('storage_plan_alone'));
   const failures: unknown[] = [];
   const vacuum = new PlanVacuum({ sql: bed.db.sql, log: (msg, fields) => failures.push({ msg, fields }) });
 
@@ -82,8 +82,8 @@ test('a plan table vacuumed after each batch stays about a batch big; one left a
 
 test('tables asked for while a VACUUM runs are vacuumed once each after it; settled waits for them', async () => {
   const account = crypto.randomUUID();
-  await ensurePlanTable(bed.db.sql, 'storage_plan_a');
-  await ensurePlanTable(bed.db.sql, 'storage_plan_b');
+  await bed.db.sql.unsafe(planTableDdl('storage_plan_a'));
+  await bed.db.sql.unsafe(planTableDdl('storage_plan_b'));
   await batch('storage_plan_a', account, 0, 2_000);
   await batch('storage_plan_b', account, 0, 2_000);
   const vacuum = new PlanVacuum({ sql: bed.db.sql, log: () => {} });

@@ -145,12 +145,16 @@ async function importStatus(id: string) {
   return r!;
 }
 
-/** The staged rows and merge tables of an import still there (a report of rejected rows may be kept apart). */
+/**
+ * The staged rows and merge tables of an import still there (a report of rejected rows may be kept
+ * apart), and on a Citus cluster the set of the staging pool it still holds (worker/import/staging-pool.ts).
+ */
 async function stagingTables(id: string): Promise<number> {
   const hex = id.replaceAll('-', '');
   const [r] = await t.db.sql<{ n: number }[]>`
-    select count(*)::int as n from pg_class
-    where relname = ${`import_rows_${hex}`} or relname like ${`import_merge_${hex}%`}`;
+    select (select count(*) from pg_class
+            where relname = ${`import_rows_${hex}`} or relname like ${`import_merge_${hex}%`})::int
+         + (select count(*) from staging_sets where import_id = ${id}::uuid)::int as n`;
   return r!.n;
 }
 

@@ -7,7 +7,7 @@ import { expect, test } from 'bun:test';
 import fc from 'fast-check';
 import type { StagedRow } from '../worker/import/cells';
 import { CopySink } from '../worker/import/copy-sink';
-import { rowsTableDdl } from '../worker/import/staging';
+import { accountLiteral, rowsTableDdl } from '../worker/import/staging';
 import { importBed } from './helpers/import-bed';
 
 const bed = importBed();
@@ -27,7 +27,7 @@ async function roundTrip(rows: StagedRow[], batch: number): Promise<Back[]> {
   const accountId = crypto.randomUUID();
   const conn = await bed.db.sql.reserve();
   try {
-    for (const statement of rowsTableDdl(table, accountId)) await conn.unsafe(statement);
+    for (const statement of rowsTableDdl(table, accountLiteral(accountId))) await conn.unsafe(statement);
     const sink = new CopySink(conn, table, batch);
     for (const r of rows) {
       sink.add(r);

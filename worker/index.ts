@@ -40,6 +40,7 @@ import { runLoop } from './events/loop';
 import { sequenceEvents } from './events/sequencer';
 import { startRelay } from './events/relay';
 import { startExports } from './exports/loop';
+import { startStagingPool } from './import/staging-pool';
 
 // A process in an unknown state must not keep taking jobs: log, exit, let the supervisor restart it.
 // BullMQ hands the job of a dead worker to another one once its lock lapses.
@@ -226,6 +227,8 @@ const relay = startRelay(sql, {
 });
 // Contact exports, under a lease on their row like the relay's endpoints (worker/exports/loop.ts).
 const exports = startExports(sql, storage, { retentionDays: config.exportRetentionDays });
+// On a Citus cluster, staging tables made ahead of the imports (worker/import/staging-pool.ts).
+const stagingPool = startStagingPool(sql, concurrency);
 log('info', 'worker started', { concurrency, storage: storage.driver, staleReportFilesRemoved: staleReports.length });
 const metricsServer = serveMetrics(metrics.registry, { port: config.workerMetricsPort, hostname: config.host });
 if (metricsServer)
@@ -270,7 +273,14 @@ async function shutdown(signal: string) {
   stopping = true;
   log('info', 'worker shutting down', { signal });
   sweepScheduler.stop();
-  await Promise.allSettled([importWorker.close(), sweepWorker.close(), sequencer.stop(), relay.stop(), exports.stop()]);
+  await Promise.allSettled([
+    importWorker.close(),
+    sweepWorker.close(),
+    sequencer.stop(),
+    relay.stop(),
+    exports.stop(),
+    stagingPool.stop(),
+  ]);
   await metricsServer?.stop(true);
   await Promise.allSettled([sweepQueue.close(), importQueue.close()]);
   await sweepConnection.quit().catch(() => sweepConnection.disconnect());

@@ -9,13 +9,15 @@ import { MERGE_PARTS } from './import/staging';
  * the upload sweeper needs one more, and the event sequencer and the webhook relay (worker/events)
  * two, so that their short statements never wait behind the imports' nor hold an import up (more
  * of the relay's deliveries at once share them); the contact export (worker/exports) two, its COPY
- * and the short statements beside it (lease, progress, the count). With fewer, the parts and batches wait for each
- * other (slower), and with one connection per import an import waits on itself forever. So
+ * and the short statements beside it (lease, progress, the count); on a Citus cluster the staging
+ * pool's upkeep one (worker/import/staging-pool.ts), which holds it while it makes sets. With
+ * fewer, the parts and batches wait for each other (slower), and with one connection per import an
+ * import waits on itself forever. So
  * DATABASE_POOL_SIZE is raised to this when it is smaller.
  */
 export function workerPoolSize(
   config: Pick<Config, 'databasePoolSize' | 'workerConcurrency' | 'importMergeConcurrency'>,
 ): number {
-  const needed = config.workerConcurrency * (1 + Math.max(MERGE_PARTS + 1, config.importMergeConcurrency + 2)) + 5;
+  const needed = config.workerConcurrency * (1 + Math.max(MERGE_PARTS + 1, config.importMergeConcurrency + 2)) + 6;
   return Math.max(config.databasePoolSize, needed);
 }

@@ -10,8 +10,8 @@ import { ContactFastPath } from '../../src/contacts/fast-path';
 import { connect } from '../../src/db';
 import { runImport } from '../../worker/import/index';
 import { partStatements } from '../../worker/import/merge/sql-files';
-import { ensureRejectsTable } from '../../worker/import/rejects';
-import { distributeStaging, ensurePlanTable, stagingTables } from '../../worker/import/staging';
+import { releaseStaging, stagingFor } from '../../worker/import/staging-pool';
+import { stagingTables } from '../../worker/import/staging';
 import { importRow, stageImport, testConfig } from '../helpers/file-store';
 import { createAccount, createBrand, createKey } from '../helpers/fixtures';
 import { importBed } from '../helpers/import-bed';
@@ -49,7 +49,7 @@ describe('distribution', () => {
       where n.nspname = 'public' and c.relkind = 'r' and c.relname not like 'import\\_%'
         and exists (select 1 from pg_attribute a where a.attrelid = c.oid and a.attname = 'account_id')
       order by 1`;
-    expect(withAccount.map((r) => r.t)).toEqual([...ACCOUNT_TABLES, 'api_keys'].sort());
+    expect(withAccount.map((r) => r.t)).toEqual([...ACCOUNT_TABLES, 'api_keys', 'staging_sets'].sort());
 
     const rows = await sql<{ t: string; method: string; column: string | null; colocated: boolean }[]>`
       select logicalrelid::text as t, partmethod as method,
@@ -60,11 +60,12 @@ describe('distribution', () => {
     const byTable = Object.fromEntries(rows.map((r) => [r.t, r]));
     for (const t of ACCOUNT_TABLES)
       expect(byTable[t]).toEqual({ t, method: 'h', column: 'account_id', colocated: true });
-    for (const t of ['accounts', 'api_keys']) expect(byTable[t]).toMatchObject({ t, method: 'n', column: null });
+    const REFERENCE = ['accounts', 'api_keys', 'staging_sets'];
+    for (const t of REFERENCE) expect(byTable[t]).toMatchObject({ t, method: 'n', column: null });
     const [ref] = await sql<{ n: number }[]>`
       select count(*)::int as n from pg_dist_partition
-      where logicalrelid in ('accounts'::regclass, 'api_keys'::regclass) and repmodel = 't'`;
-    expect(ref!.n).toBe(2);
+      where logicalrelid::text = any(${REFERENCE}) and repmodel = 't'`;
+    expect(ref!.n).toBe(REFERENCE.length);
   });
 
   test("the outbox's md5 and address sets are lz4-compressed on every shard (0009, 0011 reached them)", async () => {
@@ -145,10 +146,26 @@ describe('an import on the cluster', () => {
       select count(*)::int as n from contacts where account_id = ${again!} and brand_ids = array[${brand}::uuid]`;
     expect(branded!.n).toBe(ROWS);
 
-    // Nothing of the imports' staging is left on any node.
-    const [left] = await sql<{ n: number }[]>`
-      select count(*)::int as n from pg_dist_partition where logicalrelid::text like 'import\\_%'`;
-    expect(left!.n).toBe(0);
+    // Nothing of the imports' staging is left: no set held, every table of the pool empty and
+    // distributed like the contacts (worker/import/staging-pool.ts), no table of an import's own.
+    const sets = await sql<{ id: string; importId: string | null }[]>`
+      select id, import_id as "importId" from staging_sets`;
+    expect(sets.length).toBeGreaterThan(0);
+    expect(sets.filter((x) => x.importId !== null)).toEqual([]);
+    const pooled = await sql<{ t: string; colocated: boolean }[]>`
+      select logicalrelid::text as t,
+             colocationid = (select colocationid from pg_dist_partition where logicalrelid = 'contacts'::regclass)
+               as colocated
+      from pg_dist_partition where logicalrelid::text like 'import\\_%' order by 1`;
+    const expected = sets.flatMap(({ id }) => {
+      const t = stagingTables(id);
+      return [t.rows, t.repeats, t.repeatRows, t.rejects, ...t.parts.flatMap((x) => [x.table, x.plan])];
+    });
+    expect([...pooled]).toEqual(expected.sort().map((t) => ({ t, colocated: true })));
+    for (const table of expected) {
+      const [left] = await sql.unsafe<{ n: number }[]>(`select count(*)::int as n from ${table}`);
+      expect([table, left!.n]).toEqual([table, 0]);
+    }
   }, 120_000);
 });
 
@@ -157,23 +174,16 @@ describe('the merge statements on the cluster', () => {
     const sql = bed.db.sql;
     const account = await createAccount(sql);
     const importId = crypto.randomUUID();
-    const t = stagingTables(importId);
+    // A set of the staging pool, as an import's run claims it (worker/import/staging-pool.ts).
+    const t = (await stagingFor(sql, { id: importId, accountId: account })).tables;
     const { table: part, plan } = t.parts[0]!;
     // The merge table as the dedupe leaves it (worker/import/dedupe.ts), with a few rows.
-    await sql.unsafe(`
-      create unlogged table ${part} (
-        account_id uuid not null, seq int8 not null, email_md5 uuid not null, row_no int8 not null,
-        email text not null, attributes jsonb not null, brand_ids uuid[] not null, attribute_count int2 not null
-      )`);
-    await distributeStaging(sql, part);
     await sql.unsafe(
       `insert into ${part}
        select $1::uuid, n, md5(n || '@example.com')::uuid, n, n || '@example.com', '{}', '{}', 0
        from generate_series(1, 100) n`,
       [account],
     );
-    await ensureRejectsTable(sql, t.rejects, account);
-    await ensurePlanTable(sql, plan);
     const form = { distributed: true, recordSkips: true, publishEvents: true };
     const statements = await partStatements({ merge: part, plan, rejects: t.rejects }, form);
     // With the values written in: Citus cannot EXPLAIN a statement it plans through the coordinator
@@ -214,7 +224,7 @@ describe('the merge statements on the cluster', () => {
       const pulled = /pull to coordinator/.test(p);
       expect([name, pulled]).toEqual([name, name.endsWith('.events')]);
     }
-    await sql.unsafe(`drop table ${part}, ${plan}, ${t.rejects}`);
+    await releaseStaging(sql, importId, 4);
   });
 });
 

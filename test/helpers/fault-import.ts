@@ -12,6 +12,7 @@ import { UploadTokens } from '../../src/storage/upload-token';
 import { contactsChecksum, faultBed, waitForImportEnd, type FaultBed, type ProcessBed } from './fault-bed';
 import { stageImport } from './file-store';
 import { createAccount, createAttribute } from './fixtures';
+import { stagingOf } from './staging';
 
 export const ROWS = 60_000;
 /** Many merge batches for 60,000 rows, so a fault lands in the middle of a phase. */
@@ -80,9 +81,9 @@ export async function progress(sql: Sql, importId: string): Promise<Progress> {
     from contact_imports where id = ${importId}`;
   let staged = 0;
   try {
-    const [r] = await sql.unsafe<{ n: number }[]>(
-      `select count(*)::int as n from import_rows_${importId.replaceAll('-', '')}`,
-    );
+    // Its own table, or on a cluster its pooled set's (worker/import/staging-pool.ts).
+    const { rows } = await stagingOf(sql, importId);
+    const [r] = await sql.unsafe<{ n: number }[]>(`select count(*)::int as n from ${rows}`);
     staged = r!.n;
   } catch {
     // not created yet, or dropped

@@ -1,17 +1,17 @@
 import { backToRead, dedupeDone } from '../../src/imports/lifecycle';
 import { importDedupeRest } from '../../src/metrics/import-pipeline';
 import {
-  distributeStaging,
+  discardTables,
   hasRows,
   md5RangeCondition,
   MERGE_PARTS,
+  mergePartDdl,
   partSizes,
+  renewTable,
   sliceTable,
   slicesOf,
-  mergePartDdl,
-  stagingTables,
   type MergePart,
-  type StagingTables,
+  type Staging,
 } from './staging';
 import { PacedLane, Pacer } from './pace';
 import { StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
@@ -39,8 +39,7 @@ import { StagingLostError, type MergeProgress, type Pipeline, type Step } from '
  */
 export async function dedupePhase(p: Pipeline): Promise<Step> {
   const { job } = p;
-  const t = stagingTables(job.id);
-  const counts = await dedupe(p, t).catch(async (e: unknown) => {
+  const counts = await dedupe(p, p.staging).catch(async (e: unknown) => {
     if (!(e instanceof StagingLostError)) throw e;
     await stagingLost(p, 'dedupe');
     throw e; // transient: the retry runs the read phase again
@@ -72,8 +71,9 @@ interface DedupeCounts {
   restedMs: number;
 }
 
-async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
+async function dedupe(p: Pipeline, s: Staging): Promise<DedupeCounts> {
   const { job } = p;
+  const t = s.tables;
   // An earlier dedupe of this import committed (rowCount is known) and its merge table was lost
   // since: rebuild it for the merge under way, leaving checkpoint and counters alone.
   const rebuilt = job.rowCount !== null;
@@ -90,7 +90,7 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
   const pacer = new Pacer(p);
   const lane = new PacedLane(pacer);
   const built = await Promise.allSettled(
-    t.parts.map((part, k) => buildPart(p, lane, part, partSources(t.rows, part, k, slices))),
+    t.parts.map((part, k) => buildPart(p, s, lane, part, partSources(t.rows, part, k, slices))),
   );
   const failed = built.find((r) => r.status === 'rejected');
   if (failed) throw (failed as PromiseRejectedResult).reason;
@@ -103,7 +103,7 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
   const keepRows = staging?.rejects_recorded === true && staged > kept;
   return p.sql.begin(async (tx) => {
     const moved = await dedupeDone(tx, job.accountId, job.id, { staged, kept, rebuilt });
-    if (!keepRows) await tx.unsafe(`drop table ${t.rows}`);
+    if (!keepRows) await discardTables(tx, s, [t.rows], staged);
     return { staged, kept, rebuilt, slices, moved, pacedPieces: pacer.pieces, restedMs: pacer.restedMs };
   });
 }
@@ -112,19 +112,22 @@ async function dedupe(p: Pipeline, t: StagingTables): Promise<DedupeCounts> {
  * One part of the merge table: the last staged row of every email in the part's email_md5 range,
  * numbered in email_md5 order. Returns its row count.
  */
-async function buildPart(p: Pipeline, lane: PacedLane, part: MergePart, sources: string[]): Promise<number> {
+async function buildPart(
+  p: Pipeline,
+  s: Staging,
+  lane: PacedLane,
+  part: MergePart,
+  sources: string[],
+): Promise<number> {
   return p.sql.begin(async (tx) => {
     // The sort of the staged rows (wide: attributes and brands ride along) is the whole cost. With
     // the server's 64 MB it spills to disk from ~200,000 rows on; 1 GB sorts a slice (or a part of
     // an unsliced file) in memory. Only for this transaction: MERGE_PARTS of them per running import.
     await tx`set local work_mem = '1GB'`;
     await tx`set local jit = off`; // compiling costs more than it saves on this plan
-    await tx.unsafe(`drop table if exists ${part.table}`);
-    // Made, distributed like the contacts on a cluster, then filled: a CREATE TABLE AS cannot make
-    // a distributed table. Filled with one statement per source for the account, which on a cluster
-    // runs whole on the node of its shards (the window's order is the DISTINCT ON's: one sort).
-    await tx.unsafe(mergePartDdl(part.table));
-    await distributeStaging(tx, part.table);
+    // Made (or emptied, in a pool), then filled with one statement per source for the account, which
+    // on a cluster runs whole on the node of its shards (the window's order is the DISTINCT ON's: one sort).
+    await renewTable(tx, s, part.table, [mergePartDdl(part.table)]);
     // Sources follow email_md5 order, so numbering each on from the rows before it numbers the part.
     let count = 0;
     // Each slice's sort, and the key's, is a piece: while the API is busy one part's at a time (pace.ts).
@@ -145,7 +148,7 @@ async function buildPart(p: Pipeline, lane: PacedLane, part: MergePart, sources:
       );
       count += filled.count;
     }
-    await lane.run(() => tx.unsafe(`alter table ${part.table} add primary key (account_id, seq)`));
+    if (!s.pooled) await lane.run(() => tx.unsafe(`alter table ${part.table} add primary key (account_id, seq)`));
     // Real statistics, so the merge plans its joins for batches of this size, not for a guess. Of
     // the columns its plans filter on only: the attributes' and brands' statistics (wide values,
     // compared and counted in the sample) steer no plan, and took 0.37 of the 0.62 s all columns
@@ -179,7 +182,7 @@ function partSources(rows: string, part: MergePart, k: number, slices: number): 
 export async function ensureStaged(p: Pipeline, merge: MergeProgress): Promise<Step> {
   const { rowCount, checkpoint } = merge;
   if (checkpoint >= rowCount) return { phase: 'merge', rowCount, checkpoint }; // nothing left to merge
-  const sizes = await partSizes(p.sql, p.job.id, p.job.accountId);
+  const sizes = await partSizes(p.sql, p.staging.tables, p.job.accountId);
   if (sizes && sizes.reduce((a, b) => a + b, 0) === rowCount) return { phase: 'merge', rowCount, checkpoint };
   await stagingLost(p, 'merge');
   return { phase: 'read' };

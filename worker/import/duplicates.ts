@@ -1,6 +1,6 @@
 import { Pacer } from './pace';
 import { recordDuplicates } from './rejects';
-import { hasRows, stagingTables } from './staging';
+import { discardTables, hasRows } from './staging';
 import { StagingLostError, type Pipeline } from './state';
 
 /**
@@ -19,21 +19,22 @@ import { StagingLostError, type Pipeline } from './state';
  */
 export async function recordDuplicatesOnce(p: Pipeline): Promise<number> {
   const { sql, job } = p;
-  const t = stagingTables(job.id);
-  const [row] = await sql<{ recorded: boolean; duplicates: string | null }[]>`
-    select rejects_recorded as recorded, duplicate_in_file_count as duplicates
+  const t = p.staging.tables;
+  const [row] = await sql<{ recorded: boolean; duplicates: string | null; staged: string | null }[]>`
+    select rejects_recorded as recorded, duplicate_in_file_count as duplicates, staged_count as staged
     from contact_imports where account_id = ${job.accountId}::uuid and id = ${job.id}::uuid`;
   const expected = Number(row?.duplicates ?? 0);
   let written = 0;
   if (row?.recorded && expected > 0 && (await recorded(p, t.rejects)) !== expected) {
+    // Let go only after the scan's commit (dropped, or emptied in a pool): missing or empty rows
+    // here are a PostgreSQL crash (see ensureStaged).
     const [present] = await sql<{ kept: boolean }[]>`select to_regclass(${t.rows}) is not null as kept`;
-    // Dropped only after the scan's commit; an empty table is a PostgreSQL crash (see ensureStaged).
     if (!present?.kept || !(await hasRows(sql, t.rows, job.accountId))) {
       throw new StagingLostError(`the staged rows of import ${job.id} were lost before its duplicate rows were found`);
     }
     const started = performance.now();
     const pacer = new Pacer(p);
-    written = await recordDuplicates(sql, t, job.accountId, pacer);
+    written = await recordDuplicates(sql, p.staging, job.accountId, pacer);
     if (written !== expected)
       throw new Error(`import ${job.id}: ${written} duplicate rows found, but dedupe dropped ${expected}`);
     // Paced (the API was busy): how many pieces, and how long the scan rested between them.
@@ -45,7 +46,7 @@ export async function recordDuplicatesOnce(p: Pipeline): Promise<number> {
       ...paced,
     });
   }
-  await sql.unsafe(`drop table if exists ${t.rows}, ${t.repeatRows}`);
+  await discardTables(sql, p.staging, [t.rows, t.repeatRows], row?.staged == null ? undefined : Number(row.staged));
   return written;
 }
 

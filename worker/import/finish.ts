@@ -4,7 +4,7 @@ import { finishImport } from '../../src/imports/lifecycle';
 import { rejectedRowsObjectKey } from '../../src/storage';
 import type { ObjectStore } from '../../src/storage/store';
 import { writeReport } from './report';
-import { dropRejects, dropStaging } from './staging';
+import { releaseStaging } from './staging-pool';
 import type { ImportJob, Pipeline, Step } from './state';
 
 /**
@@ -20,12 +20,19 @@ export async function finishPhase(p: Pipeline): Promise<Step> {
 }
 
 /**
- * After a final status: drop the staging tables and the rejected rows (the report, if any, is in
- * the object store by now) and remove the uploaded object. Both are idempotent and run
+ * After a final status: let the staging go, the rejected rows with it (the report, if any, is in
+ * the object store by now; staging-pool.ts: a cluster's set is emptied and freed for the next
+ * import, `keepFree` the pool's size), and remove the uploaded object. Both are idempotent and run
  * after the commit, so a crash in between only leaves garbage the next run (which sees the final
  * status and does nothing but this) removes. A failure here never fails the import.
  */
-export async function cleanup(sql: Sql, store: ObjectStore, job: ImportJob, log: Pipeline['log']): Promise<void> {
+export async function cleanup(
+  sql: Sql,
+  store: ObjectStore,
+  job: ImportJob,
+  log: Pipeline['log'],
+  keepFree: number,
+): Promise<void> {
   // A final import holds no contact writes. Its hold normally went in the commit that ended it, but
   // a run that held the account after another hand had failed the import (or died right after)
   // would leave one behind, and the account's single writes would get 409 for good.
@@ -33,8 +40,7 @@ export async function cleanup(sql: Sql, store: ObjectStore, job: ImportJob, log:
     log('import cleanup: hold not released', { importId: job.id, error: String(e) }),
   );
   try {
-    await dropStaging(sql, job.id);
-    await dropRejects(sql, job.id);
+    await releaseStaging(sql, job.id, keepFree);
   } catch (e) {
     log('import cleanup: staging not dropped', { importId: job.id, error: String(e) });
   }

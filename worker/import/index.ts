@@ -9,6 +9,7 @@ import { dedupePhase, ensureStaged } from './dedupe';
 import { cleanup, finishPhase } from './finish';
 import { mergePhase } from './merge';
 import { readPhase } from './read';
+import { stagingFor } from './staging-pool';
 import {
   ImportBusyError,
   ImportFileError,
@@ -93,13 +94,15 @@ async function databaseAnswers(sql: Sql, deadline: number, lost: unknown): Promi
 
 async function runOnce(deps: ImportDeps, accountId: string, importId: string, log: Pipeline['log']): Promise<RunEnd> {
   const { sql, storage } = deps;
+  // The staging pool of a cluster keeps as many sets free as the worker runs imports (staging-pool.ts).
+  const keepFree = deps.config.workerConcurrency;
   const seen = await loadImport(sql, accountId, importId);
   if (!seen) {
     log('import not found', { accountId, importId });
     return 'ended';
   }
   if (seen.status === 'success' || seen.status === 'failed') {
-    await cleanup(sql, storage, seen, log);
+    await cleanup(sql, storage, seen, log, keepFree);
     return 'ended';
   }
   if (seen.status === 'awaiting-upload') {
@@ -119,7 +122,7 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
       const job = await loadImport(sql, accountId, importId);
       if (!job || job.status === 'awaiting-upload') return 'ended';
       if (job.status === 'success' || job.status === 'failed') {
-        await cleanup(sql, storage, job, log);
+        await cleanup(sql, storage, job, log, keepFree);
         return 'ended';
       }
       const { importBatchSize: batchSize, importMergeConcurrency: mergeConcurrency } = deps.config;
@@ -130,6 +133,7 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
         conn,
         store: storage,
         job,
+        staging: await stagingFor(sql, job),
         batchSize,
         mergeConcurrency,
         report,
@@ -147,18 +151,18 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
         if (!(e instanceof ImportFileError)) throw e;
         await markImportFailed(sql, accountId, importId, e.message);
         importsFinished.inc({ status: 'failed' });
-        await cleanup(sql, storage, job, log);
+        await cleanup(sql, storage, job, log, keepFree);
         log('import failed', { importId, reason: e.message });
         throw new UnrecoverableImportError(importId, e.message, { cause: e });
       }
       if (end.phase === 'yielded') return 'yielded';
       if (end.phase === 'done') {
         importsFinished.inc({ status: 'success' });
-        await cleanup(sql, storage, job, log);
+        await cleanup(sql, storage, job, log, keepFree);
       } else {
         // Stopped: another hand finished or failed the import while this run held it.
         const now = await loadImport(sql, accountId, importId);
-        if (now?.status === 'success' || now?.status === 'failed') await cleanup(sql, storage, now, log);
+        if (now?.status === 'success' || now?.status === 'failed') await cleanup(sql, storage, now, log, keepFree);
       }
       return 'ended';
     } finally {

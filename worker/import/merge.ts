@@ -7,7 +7,7 @@ import { mergeBatches } from './merge/schedule';
 import { partStatements } from './merge/sql-files';
 import { ensureRejectsTable } from './rejects';
 import { ReportDraft } from './report';
-import { ensurePlanTable, onCluster, partSizes, stagingTables } from './staging';
+import { onCluster, partSizes } from './staging';
 import { loadReportFacts, StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
 
 /**
@@ -32,21 +32,19 @@ export async function mergePhase(p: Pipeline, merge: MergeProgress): Promise<Ste
     await recordDuplicatesOnce(p).catch((e: unknown) => readAgainIfLost(p, e));
     return { phase: 'finish' };
   }
-  const sizes = await partSizes(p.sql, job.id, job.accountId);
+  const t = p.staging.tables;
+  const sizes = await partSizes(p.sql, t, job.accountId);
   if (!sizes || sizes.reduce((a, b) => a + b, 0) !== rowCount) {
     throw new StagingLostError(`the merge table of import ${job.id} does not hold its ${rowCount} rows`);
   }
-  const t = stagingTables(job.id);
   // The read made it; an import read by an older worker has none, and records nothing in it.
-  await ensureRejectsTable(p.sql, t.rejects, job.accountId);
+  await ensureRejectsTable(p.sql, p.staging, job.accountId);
   const { rejectsRecorded } = await loadReportFacts(p.sql, job);
   const form = { distributed: await onCluster(p.sql), recordSkips: rejectsRecorded, publishEvents: job.publishEvents };
   const parts: Part[] = [];
   let offset = 0;
   for (const [k, part] of t.parts.entries()) {
     const size = sizes[k]!;
-    // Only a cluster's batches keep their plan in a table (merge-batch.sql).
-    if (form.distributed) await ensurePlanTable(p.sql, part.plan);
     parts.push({
       offset,
       size,

@@ -11,7 +11,16 @@ import { HeapGuard } from './heap-guard';
 import { Pacer } from './pace';
 import { ensureRejectsTable, forgetRead, RejectWriter } from './rejects';
 import { expectedRows, RepeatFilter, repeatsTableDdl } from './repeats';
-import { distributeStaging, dropStaging, rowsTableDdl, slicesFor, stagingTables } from './staging';
+import {
+  accountLiteral,
+  createTables,
+  discardTables,
+  rowsTableDdl,
+  stagedRowTables,
+  stagingSlices,
+  useSessionAccount,
+  SESSION_ACCOUNT,
+} from './staging';
 import { ImportFileError, type Pipeline, type Step } from './state';
 
 /**
@@ -59,20 +68,23 @@ export async function readPhase(p: Pipeline): Promise<Step> {
   // For the log: the phase's time and the worker process's CPU in it (other imports' too, if any run).
   const started = performance.now();
   const cpu = process.cpuUsage();
-  const t = stagingTables(job.id);
+  const s = p.staging;
+  const t = s.tables;
   // Made anew: an earlier read of this import may have left rows behind (and a merge table built from them).
-  await dropStaging(conn, job.id);
-  // In slices by email_md5 for a big file, so that dedupe sorts each in memory (stagingSlices).
-  const slices = await slicesFor(conn, Number(job.objectSize ?? 0));
-  for (const statement of rowsTableDdl(t.rows, job.accountId, slices)) await conn.unsafe(statement);
-  await distributeStaging(conn, t.rows);
-  // Made always (the merge's statements name it), filled only with the report on.
-  await ensureRejectsTable(conn, t.rejects, job.accountId);
+  await discardTables(conn, s, stagedRowTables(t));
+  // One table on a cluster, where each slice would be a distributed table of its own, 32 shards more;
+  // in slices by email_md5 for a big file on one PostgreSQL, so that dedupe sorts each in memory.
+  const slices = s.pooled ? 1 : stagingSlices(Number(job.objectSize ?? 0));
+  const account = s.pooled ? SESSION_ACCOUNT : accountLiteral(job.accountId);
+  if (s.pooled) await useSessionAccount(conn, job.accountId);
+  // The repeats table is filled only with the report on; the rejects table always exists (the
+  // merge's statements name it).
+  await createTables(conn, s, [
+    ...rowsTableDdl(t.rows, account, slices),
+    ...(report ? [repeatsTableDdl(t.repeats)] : []),
+  ]);
+  await ensureRejectsTable(conn, s, job.accountId);
   await forgetRead(sql, t.rejects, job.accountId);
-  if (report) {
-    await conn.unsafe(repeatsTableDdl(t.repeats));
-    await distributeStaging(conn, t.repeats);
-  }
   const rejects = report ? new RejectWriter(sql, t.rejects, job.accountId) : undefined;
   // Made at the first chunk, sized from its rows (expectedRows).
   let repeats: RepeatFilter | undefined;

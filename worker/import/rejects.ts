@@ -3,12 +3,13 @@ import { READ_REASONS, type Reason } from '../../src/imports/rejections';
 import { InsertQueue } from './insert-queue';
 import type { Pacer } from './pace';
 import {
-  distributeStaging,
   md5RangeCondition,
+  renewTable,
   stagedTables,
   STAGING_STORAGE,
   uuid,
   type StagedTable,
+  type Staging,
   type StagingTables,
 } from './staging';
 
@@ -23,8 +24,8 @@ import {
  * and each merge batch its skipped rows in its own transaction (sql/merge/merge-batch.sql), so the
  * table is logged. It holds only rejected rows, so its WAL is small.
  */
-export async function ensureRejectsTable(sql: AnySql, table: string, accountId: string): Promise<void> {
-  await sql.unsafe(`
+export function rejectsTableDdl(table: string): string {
+  return `
     create table if not exists ${table} (
       account_id uuid not null,
       row_no     int8 not null,
@@ -32,7 +33,14 @@ export async function ensureRejectsTable(sql: AnySql, table: string, accountId: 
       column_no  int2,
       info       int8,
       primary key (account_id, row_no)
-    )`);
+    )`;
+}
+
+/** Makes the import's rejects table if missing; a pooled set has its own for good (staging-pool.ts). */
+export async function ensureRejectsTable(sql: AnySql, s: Staging, accountId: string): Promise<void> {
+  if (s.pooled) return;
+  const table = s.tables.rejects;
+  await sql.unsafe(rejectsTableDdl(table));
   // Made by a worker from before staging tables had the account (on plain PostgreSQL: a cluster
   // never had those): its rows are this import's.
   const [made] = await sql<{ old: boolean }[]>`
@@ -40,7 +48,13 @@ export async function ensureRejectsTable(sql: AnySql, table: string, accountId: 
                        where attrelid = ${table}::regclass and attname = 'account_id') as old`;
   if (made!.old)
     await sql.unsafe(`alter table ${table} add column account_id uuid not null default '${uuid(accountId)}'`);
-  await distributeStaging(sql, table);
+}
+
+/** DDL of the table the duplicate rows' scan gathers the staged rows of repeated emails into. */
+export function repeatRowsDdl(table: string): string {
+  return `create unlogged table if not exists ${table} (
+      account_id uuid not null, email_md5 uuid not null, row_no int8 not null
+    ) ${STAGING_STORAGE}`;
 }
 
 /** A read that starts over forgets what the last read found; a merge's skipped rows stay. */
@@ -128,22 +142,13 @@ const PAGES = 16_384;
  * is busy its pieces are small and rested after. On a Citus cluster the staged rows are one
  * distributed table, which a TID range cannot cut: one piece.
  */
-export async function recordDuplicates(
-  sql: Sql,
-  t: Pick<StagingTables, 'rows' | 'repeats' | 'repeatRows' | 'rejects'>,
-  accountId: string,
-  pacer: Pacer,
-): Promise<number> {
+export async function recordDuplicates(sql: Sql, s: Staging, accountId: string, pacer: Pacer): Promise<number> {
+  const t = s.tables;
   const sources = await stagedTables(sql, t.rows);
-  // Made before the scan's transaction, not in it: on a Citus cluster distributing a table takes a
-  // lock that a shard rebalance needs, held to the end of the transaction, and this one lasts as
-  // long as the scan (minutes while paced). Dropped with the staged rows (duplicates.ts).
-  await sql.unsafe(`drop table if exists ${t.repeatRows}`);
-  await sql.unsafe(
-    `create unlogged table ${t.repeatRows} (account_id uuid not null, email_md5 uuid not null, row_no int8 not null)
-     ${STAGING_STORAGE}`,
-  );
-  await distributeStaging(sql, t.repeatRows);
+  // Made anew before the scan's transaction, not in it: on a Citus cluster a TRUNCATE takes a lock
+  // that a shard rebalance waits for, held to the end of the transaction, and this one lasts as
+  // long as the scan (minutes while paced). Let go with the staged rows (duplicates.ts).
+  await renewTable(sql, s, t.repeatRows, [repeatRowsDdl(t.repeatRows)]);
   return sql.begin(async (tx) => {
     // The plan of a piece is a hash of the repeats probed by every staged row of its pages. The
     // staged rows' statistics say nothing of a TID range (estimated at one row), which made it a

@@ -12,7 +12,6 @@ import type { Column } from './cells';
 import { loadColumns } from './columns';
 import { parseCsv, utf8Text } from './csv';
 import { decompressed } from './decompress';
-import { stagingTables } from './staging';
 import { loadReportFacts, type Pipeline, type ReportFacts } from './state';
 
 /** One recorded rejected row (worker/import/rejects.ts). */
@@ -139,7 +138,7 @@ async function draft(p: Pipeline, signal: AbortSignal): Promise<ReportFile | und
 }
 
 async function recordedLines(p: Pipeline): Promise<number> {
-  const table = stagingTables(p.job.id).rejects;
+  const table = p.staging.tables.rejects;
   const [{ n } = { n: 0 }] = await p.sql<{ n: string }[]>`
     select count(*) as n from ${p.sql(table)} where account_id = ${p.job.accountId}::uuid`;
   return Number(n);
@@ -158,7 +157,7 @@ interface ReportFile {
  */
 async function writtenFile(p: Pipeline, facts: ReportFacts, signal?: AbortSignal): Promise<ReportFile> {
   const { sql, job } = p;
-  const table = stagingTables(job.id).rejects;
+  const table = p.staging.tables.rejects;
   const columns = await loadColumns(sql, job);
   const path = join(tmpdir(), reportFileName(job.id));
   try {

@@ -86,6 +86,97 @@ export function stagingTables(importId: string): StagingTables {
   };
 }
 
+/**
+ * Where one import's staging lives. On plain PostgreSQL its own tables, named for it, made when a
+ * phase needs them and dropped after: a table costs milliseconds there. On a Citus cluster a set of
+ * the staging pool (staging-pool.ts), claimed for the import: there a distributed table of 32
+ * shards takes about a second to make and half a second to drop, and an import makes eight, which
+ * kept a 4-row import 14 s from its PUT to `success`. A pooled set's tables always exist and are
+ * emptied instead of dropped; its rows table takes its account from the session (SESSION_ACCOUNT).
+ */
+export interface Staging {
+  tables: StagingTables;
+  pooled: boolean;
+  /** the import's account: every row of the tables is its */
+  accountId: string;
+}
+
+/** An import's own staging tables (plain PostgreSQL). */
+export function ownStaging(importId: string, accountId: string): Staging {
+  return { tables: stagingTables(importId), pooled: false, accountId };
+}
+
+/**
+ * The default of a pooled rows table's `account_id`: the account its COPY's session set
+ * (useSessionAccount). Citus evaluates a COPY's defaults on the node it enters, where the session
+ * is, and routes each row by the value. A distribution column's default cannot be altered, so a
+ * pooled set, which serves one account after another, cannot have a literal one.
+ */
+export const SESSION_ACCOUNT = `current_setting('contacts.staging_account')::uuid`;
+
+/** Sets the account a pooled rows table's COPY stages rows for, on the session that runs it. */
+export async function useSessionAccount(sql: AnySql, accountId: string): Promise<void> {
+  await sql`select set_config('contacts.staging_account', ${uuid(accountId)}, false)`;
+}
+
+/** The default of an own rows table's `account_id`: the import's account, written in. */
+export function accountLiteral(accountId: string): string {
+  return `'${uuid(accountId)}'::uuid`;
+}
+
+/** Makes own staging tables from their DDL (a pooled set has its tables for good: nothing to do). */
+export async function createTables(sql: AnySql, s: Staging, ddl: readonly string[]): Promise<void> {
+  if (s.pooled) return;
+  for (const statement of ddl) await sql.unsafe(statement);
+}
+
+/**
+ * Rows of a pooled table that may stay until its set is released (releaseStaging empties it then):
+ * a few MB at most, where emptying the table at once would cost the import a TRUNCATE.
+ */
+const KEPT_UNTIL_RELEASE = 100_000;
+
+/**
+ * Lets tables of the staging go. Own ones are dropped (if there). Pooled ones are emptied, but only
+ * those holding rows (heldTables): a TRUNCATE of a distributed table reaches each of its 32 shards
+ * (about 0.2 s a table on the embedded cluster, 1.1-1.4 s for a set's seven), where the probe reads
+ * the account's shard alone. `rows`, when the caller knows how many rows the tables hold at most:
+ * under KEPT_UNTIL_RELEASE, pooled tables keep them until the set is released.
+ */
+export async function discardTables(sql: AnySql, s: Staging, tables: readonly string[], rows?: number): Promise<void> {
+  if (!s.pooled) {
+    if (tables.length > 0) await sql.unsafe(`drop table if exists ${tables.join(', ')}`);
+    return;
+  }
+  if (rows !== undefined && rows < KEPT_UNTIL_RELEASE) return;
+  await emptyTables(sql, tables, s.accountId);
+}
+
+/** Empties those of `tables`, each distributed by account and holding only `accountId`'s rows, that hold any. */
+export async function emptyTables(sql: AnySql, tables: readonly string[], accountId: string): Promise<void> {
+  const held = await heldTables(sql, tables, accountId);
+  if (held.length > 0) await sql.unsafe(`truncate ${held.join(', ')}`);
+}
+
+/**
+ * Those of `tables` that hold a row of `accountId`: one statement, which on a cluster runs whole on
+ * the node of the account's shards (the tables are colocated).
+ */
+async function heldTables(sql: AnySql, tables: readonly string[], accountId: string): Promise<string[]> {
+  if (tables.length === 0) return [];
+  const probes = tables.map((t) => `exists (select 1 from ${t} where account_id = $1::uuid)`);
+  const [row] = await sql.unsafe<{ held: boolean[] }[]>(`select array[${probes.join(', ')}] as held`, [
+    uuid(accountId),
+  ]);
+  return tables.filter((_, i) => row!.held[i]);
+}
+
+/** Makes `table` of the staging anew, empty: an own one dropped and made from `ddl`, a pooled one emptied. */
+export async function renewTable(sql: AnySql, s: Staging, table: string, ddl: readonly string[]): Promise<void> {
+  await discardTables(sql, s, [table]);
+  await createTables(sql, s, ddl);
+}
+
 /** `id`, checked to be a uuid: safe to write into SQL text as a literal. */
 export function uuid(id: string): string {
   if (!UUID.test(id)) throw new Error(`${id} is not a uuid`);
@@ -98,9 +189,9 @@ function uuidAt(n: bigint): string {
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 
-/** Every table name of one import's staging, for `drop table if exists`. */
-function allStagingTables(t: StagingTables): string {
-  return [t.rows, t.repeats, t.repeatRows, ...t.parts.flatMap((x) => [x.table, x.plan])].join(', ');
+/** Every table of a staging but its rejected rows: what a read that starts over makes anew. */
+export function stagedRowTables(t: StagingTables): string[] {
+  return [t.rows, t.repeats, t.repeatRows, ...t.parts.flatMap((x) => [x.table, x.plan])];
 }
 
 /**
@@ -108,27 +199,34 @@ function allStagingTables(t: StagingTables): string {
  * 0007's distribute_by_account; nothing on plain PostgreSQL). Every staging table has the import's
  * `account_id`, and every statement on one names it, so on a cluster each runs whole on the node of
  * the account's shards, the merge's INSERT … SELECT included: nothing is pulled to the coordinator.
+ * Only the staging pool makes distributed staging tables (staging-pool.ts).
  */
 export async function distributeStaging(sql: AnySql, table: string): Promise<void> {
   await sql`select distribute_by_account(${table}::regclass)`;
 }
 
-/** DDL of one part of the merge table (dedupe.ts fills it). */
-export function mergePartDdl(table: string): string {
+/**
+ * DDL of one part of the merge table (dedupe.ts fills it). An own part gets its primary key after
+ * it is filled (one sort of the rows instead of an insert into the index for each); a pooled one
+ * has it for good, and is filled in seq order, so each row goes to the index's last page.
+ */
+export function mergePartDdl(table: string, primaryKey = false): string {
   return `
-    create unlogged table ${table} (
+    create unlogged table if not exists ${table} (
       account_id uuid not null, seq int8 not null, email_md5 uuid not null, row_no int8 not null,
       email text not null, attributes jsonb not null, brand_ids uuid[] not null, attribute_count int2 not null
+      ${primaryKey ? ', primary key (account_id, seq)' : ''}
     ) ${STAGING_STORAGE}`;
 }
 
 /**
- * Makes (if missing) the plan table of one part of the merge table: each merge batch writes what it
- * decided for each of its rows there and deletes them again before it commits (merge-batch.sql), so
- * it holds rows only while batches run. UNLOGGED: a crash takes the batches with it.
+ * DDL of the plan table of one part of the merge table, which only a cluster's merge batches use
+ * (merge-batch.sql): each writes what it decided for each of its rows there and deletes them again
+ * before it commits, so it holds rows only while batches run. UNLOGGED: a crash takes the batches
+ * with it.
  */
-export async function ensurePlanTable(sql: AnySql, table: string): Promise<void> {
-  await sql.unsafe(`
+export function planTableDdl(table: string): string {
+  return `
     create unlogged table if not exists ${table} (
       account_id     uuid   not null,
       seq            int8   not null,
@@ -141,14 +239,14 @@ export async function ensurePlanTable(sql: AnySql, table: string): Promise<void>
       skip_reason    text   not null,
       outcome        text   not null,
       primary key (account_id, seq)
-    ) ${STAGING_STORAGE}`);
-  await distributeStaging(sql, table);
+    ) ${STAGING_STORAGE}`;
 }
 
 /**
  * DDL of the table the read phase COPYs validated rows into. UNLOGGED: it is rebuilt from the file
  * after any crash anyway, so WAL for it would be pure cost. `account_id` is the import's account,
- * filled by its default (the COPY does not send it). `row_no` is the data row's position in the
+ * filled by its default (the COPY does not send it): `accountDefault`, accountLiteral or
+ * SESSION_ACCOUNT. `row_no` is the data row's position in the
  * file; the last row per email wins at dedupe. `attribute_count` is how many attributes the row
  * sent (keys of `attributes`): a row that sends every attribute of the schema replaces a contact's
  * attributes whole under `overwrite`, and merge-batch.sql skips the jsonb merge for it.
@@ -157,9 +255,9 @@ export async function ensurePlanTable(sql: AnySql, table: string): Promise<void>
  * (stagingSlices), named `<table>_<i>` in email_md5 order; the COPY into the table routes each row.
  * One statement per element, in order.
  */
-export function rowsTableDdl(table: string, accountId: string, slices = 1): string[] {
+export function rowsTableDdl(table: string, accountDefault: string, slices = 1): string[] {
   const columns = `
-      account_id uuid   not null default '${uuid(accountId)}',
+      account_id uuid   not null default ${accountDefault},
       row_no     bigint not null,
       email_md5  uuid   not null,
       email      text   not null,
@@ -200,14 +298,6 @@ const SLICE_BYTES = 320 << 20;
 export function stagingSlices(objectSize: number): number {
   const perPart = Math.ceil(objectSize / (MERGE_PARTS * SLICE_BYTES));
   return perPart <= 1 ? 1 : perPart * MERGE_PARTS;
-}
-
-/**
- * stagingSlices, on plain PostgreSQL. On a Citus cluster the staged rows stay one table: each
- * partition would be a distributed table of its own, with its 32 shards made and dropped per import.
- */
-export async function slicesFor(sql: AnySql, objectSize: number): Promise<number> {
-  return (await onCluster(sql)) ? 1 : stagingSlices(objectSize);
 }
 
 /** Whether the contacts are distributed, i.e. the database is a Citus cluster (migration 0007). */
@@ -268,14 +358,6 @@ export async function slicesOf(sql: AnySql, rows: string): Promise<number> {
 }
 
 /**
- * Drops the staging tables (not the rejected rows: a read that starts over during a merge keeps
- * the merge's); safe to run any number of times, on any connection.
- */
-export async function dropStaging(sql: Sql, importId: string): Promise<void> {
-  await sql.unsafe(`drop table if exists ${allStagingTables(stagingTables(importId))}`);
-}
-
-/**
  * Whether an unlogged staging table holds any row. A crash empties such a table as a whole, so one
  * row present means all are: no count of the whole table (a full scan, ~5 s at 25M rows) to check.
  */
@@ -287,18 +369,13 @@ export async function hasRows(sql: Sql, table: string, accountId: string): Promi
   return r!.any;
 }
 
-/** Drops the import's rejected rows, once its report is written (or it failed); idempotent. */
-export async function dropRejects(sql: Sql, importId: string): Promise<void> {
-  await sql.unsafe(`drop table if exists ${stagingTables(importId).rejects}`);
-}
-
 /**
  * Rows in each part of the merge table (its highest seq: one primary-key probe), or undefined
  * when a part is missing, or was made by a worker from before staging tables had `account_id`.
  */
-export async function partSizes(sql: Sql, importId: string, accountId: string): Promise<number[] | undefined> {
+export async function partSizes(sql: Sql, t: StagingTables, accountId: string): Promise<number[] | undefined> {
   const sizes: number[] = [];
-  for (const part of stagingTables(importId).parts) {
+  for (const part of t.parts) {
     const [rel] = await sql<{ present: boolean }[]>`
       select exists (select 1 from pg_attribute
                      where attrelid = to_regclass(${part.table}) and attname = 'account_id') as present`;

@@ -1,5 +1,6 @@
 import { UnrecoverableError } from 'bullmq';
 import type { ReportDraft } from './report';
+import type { Staging } from './staging';
 import type postgres from 'postgres';
 import type { Sql } from '../../src/db';
 import type { ObjectStore } from '../../src/storage/store';
@@ -102,6 +103,8 @@ export interface Pipeline {
   conn: postgres.ReservedSql<{}>;
   store: ObjectStore;
   job: Readonly<ImportJob>;
+  /** Where the run's staged rows, merge table and rejected rows are (staging.ts). */
+  staging: Staging;
   batchSize: number;
   mergeConcurrency: number;
   /** Whether the run records rejected rows and writes their report (REJECTED_ROWS_REPORT). */
