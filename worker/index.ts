@@ -225,8 +225,12 @@ const relay = startRelay(sql, {
   checkUrl: checkWebhookUrl,
   importing: () => fairShare.importing(),
 });
-// Contact exports, under a lease on their row like the relay's endpoints (worker/exports/loop.ts).
-const exports = startExports(sql, storage, { retentionDays: config.exportRetentionDays });
+// Contact exports, under a lease on their row like the relay's endpoints (worker/exports/loop.ts),
+// their COPY read at a lower rate while the API is busy (worker/exports/copy-rows.ts).
+const exports = startExports(sql, storage, {
+  retentionDays: config.exportRetentionDays,
+  apiBusy: apiLoad && (() => apiLoad.busy()),
+});
 // On a Citus cluster, staging tables made ahead of the imports (worker/import/staging-pool.ts).
 const stagingPool = startStagingPool(sql, concurrency);
 log('info', 'worker started', { concurrency, storage: storage.driver, staleReportFilesRemoved: staleReports.length });

@@ -10,6 +10,8 @@ export interface ExportLoopOptions {
   retentionDays: number;
   /** How often the loop looks for an export to run (1 s). */
   pollMs?: number;
+  /** Whether the API is busy now (src/imports/api-load.ts): a COPY then reads at a lower rate. */
+  apiBusy?: () => boolean;
 }
 
 /**
@@ -21,7 +23,7 @@ export function startExports(sql: Sql, storage: ObjectStore, options: ExportLoop
   const token = crypto.randomUUID();
   return runLoop('contact exports', options.pollMs ?? 1_000, async () => {
     // One run per pass; after one, look again at once for the next.
-    return (await runNextExport(sql, storage, token, options.retentionDays)) !== undefined;
+    return (await runNextExport(sql, storage, token, options.retentionDays, options.apiBusy)) !== undefined;
   });
 }
 
@@ -36,6 +38,7 @@ export async function runNextExport(
   storage: ObjectStore,
   token: string,
   retentionDays: number,
+  apiBusy?: () => boolean,
 ): Promise<RunEnd | undefined> {
   const due = await sql<{ account_id: string; id: string }[]>`
     select account_id, id from contact_exports
@@ -54,7 +57,7 @@ export async function runNextExport(
         object_key, upload_id`;
     if (!claimed) continue;
     if (claimed.attempts > 1) log('info', 'contact export taken up again', { exportId: id, attempt: claimed.attempts });
-    return runExport({ sql, storage, token, retentionDays, log: (msg, f) => log('info', msg, f) }, claimed);
+    return runExport({ sql, storage, token, retentionDays, apiBusy, log: (msg, f) => log('info', msg, f) }, claimed);
   }
   return undefined;
 }

@@ -45,6 +45,8 @@ export interface ExportRunDeps {
   retentionDays: number;
   /** This process's lease token. */
   token: string;
+  /** Whether the API is busy now: the COPY is then read at a lower rate (copy-rows.ts). Absent: never. */
+  apiBusy?: () => boolean;
   log: (msg: string, fields?: Record<string, unknown>) => void;
 }
 
@@ -88,7 +90,7 @@ export async function runExport(deps: ExportRunDeps, claimed: ClaimedExport): Pr
     await held(sql`object_key = ${key}, upload_id = null`);
     const filter = { brandIds: claimed.brand_ids, enabled: claimed.enabled };
     const { columns, statement } = await exportStatement(sql, accountId, claimed.columns, filter);
-    copy = await copyRows(sql, statement);
+    copy = await copyRows(sql, statement, deps.apiBusy && { apiBusy: deps.apiBusy });
     const running = copy;
     // The rows to expect, for percentComplete only: counted beside the COPY, never holding it up.
     void sql
@@ -119,7 +121,13 @@ export async function runExport(deps: ExportRunDeps, claimed: ClaimedExport): Pr
       status = 'success', row_count = ${running.rows()}, rows_written = ${running.rows()}, upload_id = null,
       completed_at = now(), file_expires_at = now() + make_interval(days => ${deps.retentionDays}),
       lease_token = null, lease_until = null`);
-    deps.log('contact export done', { accountId, exportId: id, rows: running.rows(), bytes });
+    deps.log('contact export done', {
+      accountId,
+      exportId: id,
+      rows: running.rows(),
+      bytes,
+      pausedMs: running.pausedMs(),
+    });
     return 'success';
   } catch (e) {
     clearInterval(renewal);
