@@ -1,15 +1,16 @@
 /**
  * `bun run bench [-- --rows N] [--duration S] [--connections C] [--strict] [--lean]
- *   [--steps l1,dba,a,b,http,export,mixed,events,suppression-check,profile,gzip,report,fair] [--shapes wide,narrow]
+ *   [--steps l1,dba,a,b,http,export,mixed,events,suppression-check,profile,gzip,report,fair,small]
+ *   [--shapes wide,narrow]
  *   [--flat-rows N] [--no-flat] [--citus] [--citus-workers N]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
  * L1, the dba step, import A and import B for each file shape (shape-steps.ts; above 1M rows also on
  * the shapes' 1M files, flat.ts), then the HTTP load (and, when asked for, profile, gzip, report and
  * fair) on the wide shape, the mixed step and, when asked for, the events step (events.ts) and the
  * suppression-check step (suppression-check.ts), verifies
- * each after timing, prints the tables and writes bench/results/<timestamp>.json. With --citus, import A and
- * the HTTP step run again on the embedded Citus cluster after that, and a table sets the two side by
- * side with what each node's CPU did per row and per request.
+ * each after timing, prints the tables and writes bench/results/<timestamp>.json. With --citus, import A,
+ * the HTTP step and the small imports (small-import.ts) run again on the embedded Citus cluster after
+ * that, and a table sets the two side by side with what each node's CPU did per row and per request.
  * Exit 1 when a run or a verification fails (and with --strict when a target is missed).
  */
 import { join } from 'node:path';
