@@ -274,8 +274,9 @@ export function sideBySide(single: DatabaseRun, cluster: DatabaseRun, fileA: Fil
         .map((n) => `${n.node} ${fmtInt(n.contacts)} in ${n.shards} shards, ${fix(n.bytes / 1e6, 0)} MB`)
         .join('; ')}`
     : '';
-  const cpu = cpuTable([single, cluster], fileA);
-  return `${table(head, rows)}${storage}\n\n${cpu}`;
+  const measured = [single, cluster].some((r) => r.importA?.cpu || r.http.some((h) => h.cpuMsPerRequest));
+  const cpu = measured ? `\n\n${cpuTable([single, cluster], fileA)}` : '';
+  return `${table(head, rows)}${storage}${cpu}`;
 }
 
 const rowsPerSecond = (r: DatabaseRun, fileA: FileMeta) => (r.importA ? fileA.rows / r.importA.seconds : undefined);
