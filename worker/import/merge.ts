@@ -7,7 +7,7 @@ import { mergeBatches } from './merge/schedule';
 import { partStatements } from './merge/sql-files';
 import { ensureRejectsTable } from './rejects';
 import { ReportDraft } from './report';
-import { onCluster, partSizes } from './staging';
+import { partSizes } from './staging';
 import { loadReportFacts, StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
 
 /**
@@ -40,7 +40,8 @@ export async function mergePhase(p: Pipeline, merge: MergeProgress): Promise<Ste
   // The read made it; an import read by an older worker has none, and records nothing in it.
   await ensureRejectsTable(p.sql, p.staging, job.accountId);
   const { rejectsRecorded } = await loadReportFacts(p.sql, job);
-  const form = { distributed: await onCluster(p.sql), recordSkips: rejectsRecorded, publishEvents: job.publishEvents };
+  // A pooled staging is a cluster's (staging-pool.ts: stagingFor asked once for the run).
+  const form = { distributed: p.staging.pooled, recordSkips: rejectsRecorded, publishEvents: job.publishEvents };
   const parts: Part[] = [];
   let offset = 0;
   for (const [k, part] of t.parts.entries()) {
