@@ -317,8 +317,8 @@ describe("GET /metrics on the worker's own port", () => {
     expect(workerAfter.types.get(`${P}queue_stalled_jobs_total`)).toBe('counter');
     expect(sample(workerAfter, `${P}queue_stalled_jobs_total`, { queue: 'contact-import' })).toBe(0);
     // DATABASE_POOL_SIZE (10) raised to what the default 4 places need, and the worker's own loops:
-    // 4 × (1 + 2 + 2) + 5 (worker/pool-size.ts).
-    expect(sample(workerAfter, `${P}db_pool_size`)).toBe(25);
+    // 4 × (1 + 2 + 2) + 6 (worker/pool-size.ts).
+    expect(sample(workerAfter, `${P}db_pool_size`)).toBe(26);
     expect(sample(workerAfter, `${P}db_pool_connections_in_use`)).toBeGreaterThanOrEqual(0);
   });
 
