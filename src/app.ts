@@ -4,6 +4,7 @@ import { Authenticator } from './auth/authenticate';
 import { InvalidationListener, type Invalidation } from './auth/cache';
 import { requiredScope } from './auth/scopes';
 import { ApiError, rateLimited } from './errors';
+import type { HeaderFields } from './ratelimit/limiter';
 import { failureLogFields, fromFramework } from './http/framework-errors';
 import { problemResponse } from './http/problem';
 import { unavailableError } from './http/unavailable';
@@ -62,7 +63,7 @@ export function buildApp(deps: Deps) {
   }
 
   return new Elysia()
-    .onRequest(async ({ request, set }) => {
+    .onRequest(async ({ request }) => {
       deps.load?.hit();
       const facts = startRequest(request);
       const path = pathOf(request.url);
@@ -85,15 +86,16 @@ export function buildApp(deps: Deps) {
         // The account is known (401 and 403 above cost it nothing): its limit, before any work.
         if (limiter) {
           const accountId = facts.claim.auth.accountId;
-          const verdict = limiter.admit(accountId, facts.claim.rateLimit, set.headers);
+          const headers: HeaderFields = {};
+          facts.headers = headers;
+          const verdict = limiter.admit(accountId, facts.claim.rateLimit, headers);
           const wait = typeof verdict === 'number' ? verdict : await verdict;
           if (wait > 0) throw rateLimited(wait);
           // A cached claim refused later (a key revoked a moment ago) gives its token back: a 401 counts nothing.
           if (claim && wait === 0)
             facts.refund = () => {
               limiter.refund(accountId);
-              delete set.headers['ratelimit-policy'];
-              delete set.headers.ratelimit;
+              facts.headers = undefined;
             };
         }
       }

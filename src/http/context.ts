@@ -1,4 +1,5 @@
 import type { Auth, KeyClaim } from '../auth/authenticate';
+import type { HeaderFields } from '../ratelimit/limiter';
 import { ApiError } from '../errors';
 import { rejectQueryOnPlainRoute } from './query-rules';
 
@@ -21,6 +22,13 @@ interface RequestFacts {
   confirm?: () => Promise<KeyClaim>;
   /** Gives back the rate limit token an unconfirmed claim took, should its key be refused (src/app.ts). */
   refund?: () => void;
+  /**
+   * Header fields the answer carries whatever answers it (the rate limit's), added by the server
+   * (src/http/server.ts) with X-Request-Id. Not Elysia's `set.headers`: a route that returns a
+   * Response (the contact routes' jsonResponse) is copied whole by Elysia whenever `set.headers` is
+   * not empty, its body turned into a stream.
+   */
+  headers?: HeaderFields;
   route?: string;
   /** The query was checked against the route (once the key was; see `admitted`). */
   queryChecked?: boolean;

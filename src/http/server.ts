@@ -4,6 +4,7 @@ import type { Deps } from '../deps';
 import { ApiError } from '../errors';
 import { uploadHandler } from '../uploads';
 import { factsOf, requestIdOf } from './context';
+import type { HeaderFields } from '../ratelimit/limiter';
 import { fromFramework } from './framework-errors';
 import { errorFields, log, logRequest } from '../log';
 import { problemResponse } from './problem';
@@ -82,12 +83,16 @@ export function serveApi(
       let response: Response;
       let route = 'unmatched';
       let path = '';
+      let headers: HeaderFields | undefined;
       try {
         const answered = await answer(request);
         response = answered.response;
         path = answered.path;
         const facts = answered.appRequest && factsOf(answered.appRequest);
-        if (facts) requestId = facts.id;
+        if (facts) {
+          requestId = facts.id;
+          headers = facts.headers;
+        }
         route = facts?.route ?? answered.route ?? 'unmatched';
       } catch (error) {
         requestId = requestIdOf(request);
@@ -95,6 +100,7 @@ export function serveApi(
       }
       requestId ??= requestIdOf(request);
       response.headers.set('x-request-id', requestId);
+      if (headers) for (const name in headers) response.headers.set(name, headers[name]!);
       const ms = performance.now() - started;
       // The same route and status as the log line: a template, never the raw path.
       metrics.http.observe(request.method, route, response.status, ms / 1000);

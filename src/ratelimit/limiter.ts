@@ -37,8 +37,8 @@ const MAX_BUCKETS = 10_000;
 /** A verdict of take(): no token here, nothing known: ask the store. */
 const ASK = -2;
 
-/** Response header fields as Elysia's `set.headers` holds them. */
-export type HeaderFields = Record<string, string | number>;
+/** Response header fields by lower-case name (a request's `headers`, src/http/context.ts). */
+export type HeaderFields = Record<string, string>;
 
 /** One account's share of its bucket on this replica. */
 class Bucket {
