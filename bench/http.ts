@@ -19,6 +19,8 @@ export interface HttpOptions {
   connections: number;
   seconds: number;
   warmupSeconds: number;
+  /** Measured runs of each scenario against each server (runHttp). */
+  rounds: number;
   /** CPU seconds of the processes serving the requests, sampled around each measured run */
   sampleCpu?: () => Promise<CpuSample>;
 }
@@ -113,6 +115,30 @@ export async function verify(
   }
 }
 
+/** One measured run of a scenario against one server. */
+interface Measured {
+  reqPerSec: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+  errors: number;
+  ok2xx: number;
+  cpu?: CpuSample;
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+/**
+ * Each scenario against each server `opts.rounds` times, the servers' order reversed every other
+ * round: one 10 s run of a server moved by a quarter from the next on these 2-core machines (GET
+ * against the baseline 0.52-0.68 x in runs of one commit), more than the changes it has to judge.
+ * A row's req/s, p50 and p99 are its rounds' medians, its ratio the median of the rounds' ratios
+ * to the baseline of the same round, its CPU per request all rounds' CPU over all their answers.
+ */
 export async function runHttp(
   targets: { api: HttpTarget; baseline: HttpTarget; noLimits?: HttpTarget },
   pool: readonly PoolContact[],
@@ -122,41 +148,42 @@ export async function runHttp(
   runId: string,
   log: (m: string) => void,
 ): Promise<HttpRow[]> {
+  const servers = [targets.baseline, ...(targets.noLimits ? [targets.noLimits] : []), targets.api];
+  const scenarios = ['GET', 'POST', 'PATCH'] as const;
+  const runs = new Map<string, Measured[]>();
+  for (let round = 0; round < opts.rounds; round++) {
+    for (const s of scenarios) {
+      for (const t of round % 2 === 0 ? servers : [...servers].reverse()) {
+        const m = await measure(t, s, pool, sql, accountId, opts, `${runId}-r${round}`, log);
+        const key = `${s} ${t.name}`;
+        runs.set(key, [...(runs.get(key) ?? []), m]);
+      }
+    }
+  }
   const rows: HttpRow[] = [];
-  for (const s of ['GET', 'POST', 'PATCH'] as const) {
-    let baselineRps = 0;
-    for (const t of [targets.baseline, ...(targets.noLimits ? [targets.noLimits] : []), targets.api]) {
-      // Distinct tags per phase, so the end-state checks count only the measured run.
-      const tag = `${t.name}-${runId}-m`;
-      await preflight(t, s, pool, `${t.name}-${runId}-c`);
-      if (opts.warmupSeconds > 0) await load(t, s, pool, `${t.name}-${runId}-w`, opts.connections, opts.warmupSeconds);
-      log(`[http] ${s} ${t.name}: ${opts.connections} connections for ${opts.seconds}s`);
-      const cpuBefore = await opts.sampleCpu?.();
-      const r = await load(t, s, pool, tag, opts.connections, opts.seconds);
-      const cpu = cpuBefore && cpuDelta(cpuBefore, await opts.sampleCpu!());
-      const reqPerSec = r['2xx'] / r.duration;
+  for (const s of scenarios) {
+    const baseline = runs.get(`${s} baseline`)!;
+    for (const t of servers) {
+      const mine = runs.get(`${s} ${t.name}`)!;
+      const ok2xx = mine.reduce((n, m) => n + m.ok2xx, 0);
+      const cpu = mine[0]!.cpu && sumCpu(mine.map((m) => m.cpu!));
       const row: HttpRow = {
         scenario: s,
         target: t.name,
-        reqPerSec,
-        p50: r.latency.p50,
-        p99: r.latency.p99,
-        non2xx: r.non2xx,
-        errors: r.errors + r.timeouts,
-        cpuMsPerRequest: cpu && Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, (1000 * v) / r['2xx']])),
+        reqPerSec: median(mine.map((m) => m.reqPerSec)),
+        p50: median(mine.map((m) => m.p50)),
+        p99: median(mine.map((m) => m.p99)),
+        non2xx: mine.reduce((n, m) => n + m.non2xx, 0),
+        errors: mine.reduce((n, m) => n + m.errors, 0),
+        cpuMsPerRequest: cpu && Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, (1000 * v) / ok2xx])),
+        rounds: mine.map((m) => m.reqPerSec),
       };
-      if (t.name === 'baseline') baselineRps = reqPerSec;
-      else Object.assign(row, { ratio: reqPerSec / baselineRps, ...(t.name === 'api' && { minRatio: MIN_RATIO[s] }) });
+      if (t.name !== 'baseline') {
+        const ratios = mine.map((m, i) => m.reqPerSec / baseline[i]!.reqPerSec);
+        Object.assign(row, { ratio: median(ratios), ...(t.name === 'api' && { minRatio: MIN_RATIO[s] }) });
+        log(`[http] ${s} ${t.name}: x baseline per round ${ratios.map((r) => r.toFixed(2)).join(', ')}`);
+      }
       rows.push(row);
-      log(
-        `[http] ${s} ${t.name}: ${Math.round(reqPerSec)} req/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, ` +
-          `non-2xx ${r.non2xx}`,
-      );
-      if (r.non2xx > 0 || r.errors > 0)
-        throw new Error(
-          `${t.name} ${s}: ${r.non2xx} non-2xx answers (${JSON.stringify(r.statusCodeStats)}), ${r.errors} errors`,
-        );
-      await verify(sql, accountId, s, tag, r['2xx'], pool, opts.connections);
     }
     const off = rows.find((r) => r.scenario === s && r.target === 'api-no-limits');
     const on = rows.find((r) => r.scenario === s && r.target === 'api');
@@ -169,4 +196,51 @@ export async function runHttp(
     }
   }
   return rows;
+}
+
+function sumCpu(samples: CpuSample[]): CpuSample {
+  const total: CpuSample = {};
+  for (const c of samples) for (const [k, v] of Object.entries(c)) total[k] = (total[k] ?? 0) + v;
+  return total;
+}
+
+/** Preflight, warm-up and one measured run; the end state its 2xx answers promise is checked after. */
+async function measure(
+  t: HttpTarget,
+  s: Scenario,
+  pool: readonly PoolContact[],
+  sql: Sql,
+  accountId: string,
+  opts: HttpOptions,
+  runTag: string,
+  log: (m: string) => void,
+): Promise<Measured> {
+  // Distinct tags per phase and round, so the end-state checks count only the measured run.
+  const tag = `${t.name}-${runTag}-m`;
+  await preflight(t, s, pool, `${t.name}-${runTag}-c`);
+  if (opts.warmupSeconds > 0) await load(t, s, pool, `${t.name}-${runTag}-w`, opts.connections, opts.warmupSeconds);
+  log(`[http] ${s} ${t.name}: ${opts.connections} connections for ${opts.seconds}s`);
+  const cpuBefore = await opts.sampleCpu?.();
+  const r = await load(t, s, pool, tag, opts.connections, opts.seconds);
+  const cpu = cpuBefore && cpuDelta(cpuBefore, await opts.sampleCpu!());
+  const reqPerSec = r['2xx'] / r.duration;
+  log(
+    `[http] ${s} ${t.name}: ${Math.round(reqPerSec)} req/s, p50 ${r.latency.p50} ms, p99 ${r.latency.p99} ms, ` +
+      `non-2xx ${r.non2xx}`,
+  );
+  if (r.non2xx > 0 || r.errors > 0)
+    throw new Error(
+      `${t.name} ${s}: ${r.non2xx} non-2xx answers (${JSON.stringify(r.statusCodeStats)}), ${r.errors} errors`,
+    );
+  await verify(sql, accountId, s, tag, r['2xx'], pool, opts.connections);
+  const measured: Measured = {
+    reqPerSec,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    non2xx: r.non2xx,
+    errors: r.errors + r.timeouts,
+    ok2xx: r['2xx'],
+  };
+  if (cpu) measured.cpu = cpu;
+  return measured;
 }

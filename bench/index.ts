@@ -95,6 +95,8 @@ function parseArgs(argv: string[]) {
     rows: 25_000_000,
     duration: 10,
     warmup: 2,
+    /** measured runs of each HTTP scenario against each server (bench/http.ts) */
+    httpRounds: 3,
     connections: 64,
     samples: 200,
     pollMs: 1000,
@@ -132,6 +134,7 @@ function parseArgs(argv: string[]) {
     if (flag === '--rows') opts.rows = num(1000);
     else if (flag === '--duration') opts.duration = num(1);
     else if (flag === '--warmup') opts.warmup = num(0);
+    else if (flag === '--http-rounds') opts.httpRounds = num(1);
     else if (flag === '--connections') opts.connections = num(1);
     else if (flag === '--samples') opts.samples = num(1);
     else if (flag === '--poll-ms') opts.pollMs = num(100);
@@ -145,8 +148,8 @@ function parseArgs(argv: string[]) {
     else if (flag === '--shapes') opts.shapes = list(SHAPE_NAMES);
     else if (flag === '--help' || flag === '-h') {
       console.error(
-        'usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--connections C] [--samples K] ' +
-          `[--poll-ms MS] [--steps ${STEPS.join(',')}] [--shapes ${SHAPE_NAMES.join(',')}] ` +
+        'usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--http-rounds R] [--connections C] ' +
+          `[--samples K] [--poll-ms MS] [--steps ${STEPS.join(',')}] [--shapes ${SHAPE_NAMES.join(',')}] ` +
           '[--flat-rows N] [--no-flat] [--strict] [--lean] [--citus] [--citus-workers N]',
       );
       process.exit(2);
@@ -298,7 +301,12 @@ async function main(): Promise<number> {
     if (has('small') || opts.citusWorkers) single.small = await runSmall(ctx, `${runId} ${single.label}`, log);
 
     let http: HttpRow[] = [];
-    const httpOpts: HttpOptions = { connections: opts.connections, seconds: opts.duration, warmupSeconds: opts.warmup };
+    const httpOpts: HttpOptions = {
+      connections: opts.connections,
+      seconds: opts.duration,
+      warmupSeconds: opts.warmup,
+      rounds: opts.httpRounds,
+    };
     if (has('http')) {
       const importedRows = wideRun?.importA ? wideRun.files.a.rows : 0;
       result.http =

@@ -77,6 +77,8 @@ export interface HttpRow {
   minRatio?: number;
   /** CPU milliseconds per 2xx answer, by process (with the HTTP step's `sampleCpu`) */
   cpuMsPerRequest?: Record<string, number>;
+  /** req/s of each measured round (bench/http.ts runHttp), of which reqPerSec is the median */
+  rounds?: number[];
 }
 
 export function table(head: string[], rows: string[][]): string {
