@@ -7,14 +7,11 @@ const BATCH_BYTES = 256 * 1024;
 const QUEUED_BATCHES = 4;
 /**
  * While the API is busy, the COPY is read at 1 / (1 + EXPORT_PACE) of the rate it reached while it
- * was not: its backend then works a third of the time and leaves the rest to the API's statements.
- * Under a saturating load the API's latency follows the CPU taken from it: at half the rate another
- * account's GET p99 was 1.87 x its idle p99 during a 25M-contact export (bench/README.md, session
- * 23), too close to the 2 x target with gzip's CPU on top. Bounded by rate, not by rests between
- * batches: loopback socket buffers hold megabytes, so a short rest would only let the backend fill
- * them; a lower read rate is what lowers the rate it can send at.
+ * was not: its backend then works half the time and leaves a core to the API's statements. Bounded
+ * by rate, not by rests between batches: loopback socket buffers hold megabytes, so a short rest
+ * would only let the backend fill them; a lower read rate is what lowers the rate it can send at.
  */
-export const EXPORT_PACE = 2;
+export const EXPORT_PACE = 1;
 /** The unpaced rate is measured over stretches of at least this long (the first one of the COPY too). */
 const RATE_WINDOW_MS = 500;
 
