@@ -7,7 +7,7 @@
 import autocannon, { type RawRequest } from 'autocannon';
 import type { Sql } from '../src/db';
 import { cpuDelta, type CpuSample } from './cpu';
-import type { HttpRow } from './report';
+import { median, type HttpRow } from './report';
 
 export interface HttpTarget {
   /** `api-no-limits`: the same API with RATE_LIMITS=false, what the limits cost measured in the same run. */
@@ -125,12 +125,6 @@ interface Measured {
   ok2xx: number;
   cpu?: CpuSample;
 }
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 /**
  * Each scenario against each server `opts.rounds` times, the servers' order reversed every other

@@ -17,7 +17,7 @@ import { createBenchAccount, dropAccountContacts, type BenchAccount } from './ac
 import { kindOf } from './dataset';
 import type { FileMeta } from './generate';
 import { runImportFlow, type ImportOptions, type ImportRun } from './import-flow';
-import { Progress } from './report';
+import { median, Progress } from './report';
 import type { Service } from './services';
 import { checkImport, VerificationError } from './verify';
 
@@ -267,12 +267,6 @@ export async function runReportCost(
   }
   ctx.workerPid = (await service.restartWorker('default', {})).proc.pid;
   return out;
-}
-
-function median(xs: number[]): number {
-  const sorted = [...xs].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 /** The run's end state; returns the report's line count. Any difference throws. */

@@ -46,6 +46,13 @@ export class Progress {
   }
 }
 
+/** The middle value (the mean of the two middle ones for an even count). */
+export function median(xs: number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
 export const fmtInt = (n: number) => Math.round(n).toLocaleString('en-US');
 export const fix = (n: number | undefined, digits = 1) =>
   n === undefined || !Number.isFinite(n) ? '-' : n.toFixed(digits);
