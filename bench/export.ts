@@ -36,6 +36,7 @@ import { parseCsv, utf8Text } from '../worker/import/csv';
 import { createBenchAccount, type BenchAccount } from './account';
 import { cpuDelta, type CpuSample } from './cpu';
 import { load, preflight, type HttpTarget, type PoolContact } from './http';
+import { LatencySeries, SystemSampler, seriesSummary, worstWindows, type SeriesWindow } from './latency-series';
 import { PhaseLoad, PhaseTimeline, type Figures } from './phase-latency';
 import { fix, fmtInt, table } from './report';
 import { procKb, resetPeakRss } from './services';
@@ -50,12 +51,16 @@ const CONNECTIONS = 32;
 /** Fewer answers in a span and its p99 is shown, not judged (mixed.ts: the 10th slowest of 1,000). */
 const MIN_REQUESTS = 1000;
 const COMPRESSIONS = ['none', 'gzip'] as const;
+/** The windows a load span is cut into (latency-series.ts), and how many of the slowest are logged. */
+const SERIES_SECONDS = 10;
+const WORST_LOGGED = 5;
 type Compression = (typeof COMPRESSIONS)[number];
 
 interface Ctx {
   baseUrl: string;
   sql: Sql;
   workerPid: number;
+  apiPid?: number;
 }
 
 export interface ExportOptions {
@@ -93,6 +98,8 @@ export interface ExportTiming {
 export interface LoadSpan extends Figures {
   name: string;
   seconds: number;
+  /** the span in windows of SERIES_SECONDS by send time, each beside what the machine did then */
+  series: SeriesWindow[];
 }
 
 export interface ExportRun {
@@ -174,15 +181,20 @@ export async function runExportStep(
   const pool = await contactPool(ctx.sql, other, 0);
   const target: HttpTarget = { name: 'api', baseUrl: ctx.baseUrl, headers: { authorization: `Bearer ${other.key}` } };
   await preflight(target, 'GET', pool, `export-${runId}`);
-  if (opts.warmupSeconds > 0) await during(target, pool, 'warmup', () => Bun.sleep(opts.warmupSeconds * 1000));
+  const during = async (name: string, work: () => Promise<void>) => {
+    const span = await loadDuring(ctx, target, pool, name, work);
+    if (span.seconds > SERIES_SECONDS * 2) logSeries(span, log);
+    return span;
+  };
+  if (opts.warmupSeconds > 0) await during('warmup', () => Bun.sleep(opts.warmupSeconds * 1000));
   log(`[export] another account's GETs, ${CONNECTIONS} connections: idle ${opts.seconds} s`);
-  const idle = await during(target, pool, 'idle', () => Bun.sleep(opts.seconds * 1000));
+  const idle = await during('idle', () => Bun.sleep(opts.seconds * 1000));
   let copied: CopyRun | undefined;
-  const copyLoad = await during(target, pool, 'COPY', async () => void (copied = await copy('loaded')));
+  const copyLoad = await during('COPY', async () => void (copied = await copy('loaded')));
   const loaded: ExportRun['loaded'] = [];
   for (const c of COMPRESSIONS) {
     let started: { id: string; timing: Timing } | undefined;
-    const span = await during(target, pool, `export ${c}`, async () => {
+    const span = await during(`export ${c}`, async () => {
       started = await timedExport(ctx, account, c, opts);
     });
     // Verified after the load stopped: the checks are no part of the span.
@@ -201,7 +213,7 @@ export async function runExportStep(
     );
     loaded.push({ export: timing, load: span });
   }
-  const idleAfter = await during(target, pool, 'idle after', () => Bun.sleep(opts.seconds * 1000));
+  const idleAfter = await during('idle after', () => Bun.sleep(opts.seconds * 1000));
   const idleP99 = Math.min(idle.p99 ?? Infinity, idleAfter.p99 ?? Infinity);
   return {
     accountId: account.id,
@@ -438,9 +450,11 @@ function rowDiff(
 
 /**
  * Another account's GETs from just before `work` starts until it ends: the answers to requests sent
- * while it ran make the span. Returns once the load has stopped and was checked (no error, no non-2xx).
+ * while it ran make the span, also cut into windows beside what the machine did (latency-series.ts).
+ * Returns once the load has stopped and was checked (no error, no non-2xx).
  */
-async function during(
+async function loadDuring(
+  ctx: Ctx,
   target: HttpTarget,
   pool: readonly PoolContact[],
   name: string,
@@ -449,24 +463,54 @@ async function during(
   const timeline = new PhaseTimeline('before', performance.now());
   const phases = new PhaseLoad(timeline);
   const instance = load(target, 'GET', pool, `export-${name}`, CONNECTIONS, 24 * 3600);
-  instance.on('response', (_c, status, _b, ms) => phases.response(performance.now(), ms, status));
+  const series = new LatencySeries(SERIES_SECONDS);
+  instance.on('response', (_c, status, _b, ms) => {
+    const now = performance.now();
+    phases.response(now, ms, status);
+    series.add(now - ms, ms);
+  });
   instance.on('reqError', () => phases.error(performance.now()));
   // The load's connections open and settle first.
   await Bun.sleep(500);
-  timeline.mark(name, performance.now());
+  const start = performance.now();
+  timeline.mark(name, start);
+  series.begin(start);
+  const system = new SystemSampler(ctx.sql, start, SERIES_SECONDS, { api: ctx.apiPid, worker: ctx.workerPid });
+  let end: number;
   try {
     await work();
   } finally {
-    timeline.mark('after', performance.now());
+    end = performance.now();
+    timeline.mark('after', end);
     instance.stop();
   }
   const seconds = timeline.seconds().get(name)!;
   const r: Result = await instance;
+  const windows = series.windows(await system.stop());
   if (r.non2xx > 0 || r.errors > 0 || r.timeouts > 0)
     throw new VerificationError(
       `export load ${name}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts (${phases.faults()})`,
     );
-  return { name, seconds, ...phases.figures([name], seconds) };
+  // Answers sent after the work ended belong to no window of the span.
+  const within = windows.slice(0, Math.ceil((end - start) / (SERIES_SECONDS * 1000)));
+  return { name, seconds, ...phases.figures([name], seconds), series: within };
+}
+
+/** A span's windows in one line, and its slowest windows with what the machine did in them. */
+function logSeries(span: LoadSpan, log: (m: string) => void): void {
+  log(`[export] ${span.name}: ${seriesSummary(span.series, span.p99 ?? NaN)}`);
+  for (const w of worstWindows(span.series, WORST_LOGGED)) {
+    const s = w.system;
+    const sys = s
+      ? `; checkpoint ${s.checkpointBuffers} buffers (${s.checkpoints} ended), bgwriter ${s.cleanBuffers}, ` +
+        `backends ${s.backendBuffers}; autovacuum ${s.autovacuumSeconds} s ${s.autovacuumTables.join(',')}; ` +
+        `RSS api ${s.apiRssMb ?? '-'} MB, worker ${s.workerRssMb ?? '-'} MB`
+      : '';
+    log(
+      `[export]   at ${w.at} s: ${fmtInt(w.requests)} answers, p50 ${fix(w.p50, 1)} ms, p99 ${fix(w.p99, 1)} ms, ` +
+        `max ${fix(w.max, 1)} ms${sys}`,
+    );
+  }
 }
 
 /** The step's table for the printed summary. */

@@ -324,7 +324,8 @@ async function main(): Promise<number> {
         timeoutSeconds: importOpts.timeoutSeconds,
         sampleCpu,
       };
-      result.export = exported = await runExportStep(ctx, runId, account, exportOpts, log);
+      const exportCtx = { ...ctx, apiPid: service.api.proc.pid };
+      result.export = exported = await runExportStep(exportCtx, runId, account, exportOpts, log);
     }
     let mixed: MixedRun | undefined;
     if (has('mixed')) {
