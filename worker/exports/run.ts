@@ -8,7 +8,8 @@ import { EXPORT_LEASE_SECONDS } from '../../src/exports/retry-after';
 import { getSchema } from '../../src/schema/service';
 import type { ObjectStore } from '../../src/storage/store';
 import { copyRows } from './copy-rows';
-import { copyStatement, headerLine, whereClause, type ExportColumn, type ExportFilter } from './select';
+import { countRows } from './count';
+import { copyStatement, headerLine, type ExportColumn, type ExportFilter } from './select';
 import { abortUpload, writeObject } from './sink';
 
 /** Runs an export may take (a worker killed mid-run counts): past this the export fails. */
@@ -93,9 +94,8 @@ export async function runExport(deps: ExportRunDeps, claimed: ClaimedExport): Pr
     copy = await copyRows(sql, statement, deps.apiBusy && { apiBusy: deps.apiBusy });
     const running = copy;
     // The rows to expect, for percentComplete only: counted beside the COPY, never holding it up.
-    void sql
-      .unsafe(`select count(*) as n from contacts c where ${whereClause(accountId, filter)}`)
-      .then(([r]) => held(sql`rows_expected = ${Number(r!.n)}`))
+    void countRows(sql, accountId, filter)
+      .then((n) => held(sql`rows_expected = ${n}`))
       .catch(() => {});
     renewal = setInterval(() => {
       held(
