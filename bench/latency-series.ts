@@ -4,7 +4,9 @@
  * over a 40-minute span says how slow the slowest 1 % were, not when they came; the series says
  * whether they came in a few windows (a checkpoint, an autovacuum, a GC) or all along.
  */
+import { readFile } from 'node:fs/promises';
 import type { Sql } from '../src/db';
+import type { CpuSample } from './cpu';
 import { percentile } from './phase-latency';
 import { procKb } from './services';
 
@@ -38,6 +40,13 @@ export interface SystemWindow {
   /** peak resident MB of the API and the worker over the window's samples */
   apiRssMb?: number;
   workerRssMb?: number;
+  /**
+   * CPU seconds in the window by process tree (cpu.ts's probes, and `bench`: this process, the load
+   * generator), and the seconds the host took from this machine's cores (steal, /proc/stat): what
+   * a request cost each process, and whether the machine itself slowed.
+   */
+  cpuSeconds?: CpuSample;
+  stealSeconds?: number;
 }
 
 export class LatencySeries {
@@ -100,10 +109,26 @@ interface BgWriter {
   backendBuffers: number;
 }
 
+const TICKS = Number(Bun.spawnSync(['getconf', 'CLK_TCK']).stdout.toString().trim()) || 100;
+
+/** Seconds of steal over every core since boot (the 8th value of /proc/stat's `cpu` line); 0 off Linux. */
+async function stealSeconds(): Promise<number> {
+  const text = await readFile('/proc/stat', 'utf8').catch(() => '');
+  const cpu = text.split('\n', 1)[0]!.trim().split(/\s+/);
+  return cpu[0] === 'cpu' ? Number(cpu[8] ?? 0) / TICKS : 0;
+}
+
+/** This process's CPU seconds: the bench, which also generates the load. */
+function benchSeconds(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+}
+
 /**
  * Once a second: PostgreSQL's buffer writes and checkpoints (pg_stat_bgwriter), its autovacuum
- * workers and their tables (pg_stat_progress_vacuum), and the API's and worker's resident size, each
- * folded into the window of the LatencySeries it runs beside. One small query a second: nothing the
+ * workers and their tables (pg_stat_progress_vacuum), the API's and worker's resident size, and,
+ * given a CPU sampler, each process's CPU seconds and the host's steal, each folded into the window
+ * of the LatencySeries it runs beside. One small query and one read of /proc a second: nothing the
  * load would notice.
  */
 export class SystemSampler {
@@ -116,6 +141,7 @@ export class SystemSampler {
     private readonly start: number,
     private readonly windowSeconds: number,
     private readonly pids: { api?: number; worker?: number },
+    private readonly sampleCpu?: () => Promise<CpuSample>,
   ) {
     this.loop = this.run();
   }
@@ -129,11 +155,18 @@ export class SystemSampler {
     return r!;
   }
 
+  private async cpu(): Promise<{ cpu: CpuSample; steal: number } | undefined> {
+    if (!this.sampleCpu) return undefined;
+    return { cpu: { ...(await this.sampleCpu()), bench: benchSeconds() }, steal: await stealSeconds() };
+  }
+
   private async run(): Promise<void> {
     let last = await this.bgwriter();
+    let lastCpu = await this.cpu();
     while (this.running) {
       await Bun.sleep(1000);
       const now = await this.bgwriter();
+      const nowCpu = await this.cpu();
       const vacuums = await this.sql<{ name: string }[]>`
         select coalesce(c.relname, p.relid::text) as name
         from pg_stat_progress_vacuum p left join pg_class c on c.oid = p.relid`;
@@ -158,7 +191,13 @@ export class SystemSampler {
       for (const v of vacuums) if (!s.autovacuumTables.includes(v.name)) s.autovacuumTables.push(v.name);
       if (api !== undefined) s.apiRssMb = Math.max(s.apiRssMb ?? 0, Math.round(api / 1024));
       if (worker !== undefined) s.workerRssMb = Math.max(s.workerRssMb ?? 0, Math.round(worker / 1024));
+      if (nowCpu && lastCpu) {
+        const spent = (s.cpuSeconds ??= {});
+        for (const [k, v] of Object.entries(nowCpu.cpu)) spent[k] = (spent[k] ?? 0) + v - (lastCpu.cpu[k] ?? v);
+        s.stealSeconds = (s.stealSeconds ?? 0) + nowCpu.steal - lastCpu.steal;
+      }
       last = now;
+      lastCpu = nowCpu;
     }
   }
 
@@ -186,4 +225,36 @@ export function seriesSummary(windows: readonly SeriesWindow[], spanP99: number)
     `${windows.length} windows of ${n} answers; window p99s: median ${at(50)} ms, 90th ${at(90)} ms, ` +
     `max ${sorted.at(-1)?.toFixed(1)} ms (span p99 ${spanP99.toFixed(1)} ms)`
   );
+}
+
+/**
+ * The span's first and last quarter side by side: answers a second, the median window p99, each
+ * process's CPU µs per answer and the host's steal a second. A p99 that climbs while the API's CPU per
+ * answer climbs is the API; while steal or the load generator's CPU climbs, it is the machine or the bench.
+ */
+export function driftSummary(windows: readonly SeriesWindow[], windowSeconds: number): string | undefined {
+  const full = windows.filter((w) => w.requests > 0);
+  const q = Math.floor(full.length / 4);
+  if (q === 0) return undefined;
+  const part = (ws: readonly SeriesWindow[]) => {
+    const answers = ws.reduce((n, w) => n + w.requests, 0);
+    const p99s = ws.map((w) => w.p99 ?? 0).sort((a, b) => a - b);
+    const cpu: Record<string, number> = {};
+    let steal = 0;
+    for (const w of ws) {
+      for (const [k, v] of Object.entries(w.system?.cpuSeconds ?? {})) cpu[k] = (cpu[k] ?? 0) + v;
+      steal += w.system?.stealSeconds ?? 0;
+    }
+    const perAnswer = Object.entries(cpu)
+      .map(([k, v]) => `${k} ${((v * 1e6) / answers).toFixed(0)}`)
+      .join(', ');
+    return (
+      `${(answers / (ws.length * windowSeconds)).toFixed(0)} answers/s, median window p99 ` +
+      `${percentile(p99s, 50)?.toFixed(1)} ms` +
+      (perAnswer
+        ? `, CPU µs per answer ${perAnswer}, steal ${(steal / (ws.length * windowSeconds)).toFixed(2)} s/s`
+        : '')
+    );
+  };
+  return `first ${q} windows: ${part(full.slice(0, q))}; last ${q}: ${part(full.slice(-q))}`;
 }
