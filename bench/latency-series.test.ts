@@ -2,7 +2,7 @@
 // long span's tail came from rests on these (no database needed).
 import { describe, expect, test } from 'bun:test';
 import { bracketP99 } from './export';
-import { driftSummary, LatencySeries, type SeriesWindow } from './latency-series';
+import { driftSummary, LatencySeries, quietWindow, type SeriesWindow } from './latency-series';
 
 describe('LatencySeries', () => {
   test('each answer in the window of its send time; none before the span began', () => {
@@ -25,16 +25,7 @@ describe('driftSummary', () => {
     requests,
     p99,
     max: p99,
-    system: {
-      checkpointBuffers: 0,
-      cleanBuffers: 0,
-      backendBuffers: 0,
-      checkpoints: 0,
-      autovacuumSeconds: 0,
-      autovacuumTables: [],
-      cpuSeconds: { api },
-      stealSeconds: steal,
-    },
+    system: { ...quietWindow(), cpuSeconds: { api }, stealSeconds: steal },
   });
 
   test('the first quarter beside the last: answers a second, median p99, CPU µs per answer, steal', () => {

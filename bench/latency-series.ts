@@ -109,6 +109,18 @@ interface BgWriter {
   backendBuffers: number;
 }
 
+/** A window in which the machine did nothing the sampler counts: where each window's sums start. */
+export function quietWindow(): SystemWindow {
+  return {
+    checkpointBuffers: 0,
+    cleanBuffers: 0,
+    backendBuffers: 0,
+    checkpoints: 0,
+    autovacuumSeconds: 0,
+    autovacuumTables: [],
+  };
+}
+
 const TICKS = Number(Bun.spawnSync(['getconf', 'CLK_TCK']).stdout.toString().trim()) || 100;
 
 /** Seconds of steal over every core since boot (the 8th value of /proc/stat's `cpu` line); 0 off Linux. */
@@ -173,15 +185,7 @@ export class SystemSampler {
       const api = this.pids.api ? await procKb(this.pids.api, 'VmRSS') : undefined;
       const worker = this.pids.worker ? await procKb(this.pids.worker, 'VmRSS') : undefined;
       const w = Math.max(0, Math.floor((performance.now() - this.start) / (this.windowSeconds * 1000)));
-      while (this.out.length <= w)
-        this.out.push({
-          checkpointBuffers: 0,
-          cleanBuffers: 0,
-          backendBuffers: 0,
-          checkpoints: 0,
-          autovacuumSeconds: 0,
-          autovacuumTables: [],
-        });
+      while (this.out.length <= w) this.out.push(quietWindow());
       const s = this.out[w]!;
       s.checkpoints += now.checkpoints - last.checkpoints;
       s.checkpointBuffers += now.checkpointBuffers - last.checkpointBuffers;
