@@ -20,11 +20,38 @@ const AGAIN: ReadonlySet<string> = new Set(['GET', 'HEAD', 'PATCH /v1/contacts/:
 /** How many times one request is sent again. */
 const MAX_AGAIN = 3;
 
+/**
+ * `error` ended the session it met while the database may still be there: not the circuit's refusal,
+ * which says a probe already found the database away.
+ */
+function isLostSession(error: unknown): boolean {
+  return isConnectionGone(error) && (error as { code?: unknown }).code !== 'DATABASE_UNREACHABLE';
+}
+
 /** The app's error mapper saw `error`: remember whether it was the loss of the request's session. */
 export function noteFailure(request: Request, error: unknown): void {
   const facts = factsOf(request);
-  if (facts && isConnectionGone(error) && (error as { code?: unknown }).code !== 'DATABASE_UNREACHABLE')
-    facts.lostSession = true;
+  if (facts && isLostSession(error)) facts.lostSession = true;
+}
+
+/**
+ * `work` run again when its session ended under it and a probe finds the database there, as a request
+ * is sent again above: for a step that cannot resend its request (an upload's body is read once) but
+ * whose database work is safe to repeat (a read, or one transaction that is its last write).
+ */
+export async function againOnLostSession<T>(
+  what: string,
+  work: () => Promise<T>,
+  circuit: DatabaseCircuit | undefined,
+): Promise<T> {
+  for (let again = 0; ; again++) {
+    try {
+      return await work();
+    } catch (e) {
+      if (again >= MAX_AGAIN || !circuit || !isLostSession(e) || !(await circuit.check())) throw e;
+      log('info', 'statement sent again: its database session ended under it and the database answers', { what });
+    }
+  }
 }
 
 /**

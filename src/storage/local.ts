@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, rm, unlink, type FileHandle } from 'node:fs/promises';
+import { access, mkdir, open, readdir, readFile, rename, rm, unlink, type FileHandle } from 'node:fs/promises';
 import { dirname, join, resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { ObjectChangedError, type ObjectInfo, type ObjectStore, type ReadOptions, type UploadTarget } from './store';
@@ -128,9 +128,20 @@ export class LocalStore implements ObjectStore {
   }
 
   /** Makes a received body the object's current version: rename into place, then the pointer. */
+  /**
+   * Idempotent: a commit whose transaction was lost after the rename (src/uploads/complete.ts, sent
+   * again) finds its version already in place, by content, and writes the pointer again.
+   */
   async commit(key: string, r: Received): Promise<void> {
     const dir = this.versions(key);
-    await rename(r.tmp, join(dir, r.md5));
+    const version = join(dir, r.md5);
+    await rename(r.tmp, version).catch(async (e: unknown) => {
+      const inPlace = await access(version).then(
+        () => true,
+        () => false,
+      );
+      if ((e as { code?: unknown }).code !== 'ENOENT' || !inPlace) throw e;
+    });
     const pointerTmp = join(dir, `.tmp-pointer-${randomBytes(6).toString('hex')}`);
     const fh = await open(pointerTmp, 'wx', 0o600);
     try {

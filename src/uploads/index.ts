@@ -7,6 +7,7 @@ import { completeUpload, uploadWindow } from './complete';
 import { gzipBody, NotGzipError, uploadEncoding } from './encoding';
 import { isDatabaseUnavailable } from '../db-unavailable';
 import { DATABASE_RETRY_AFTER_SECONDS } from '../http/unavailable';
+import { againOnLostSession } from '../http/lost-session';
 
 class WindowClosedError extends Error {}
 
@@ -67,7 +68,13 @@ function handleUpload(deps: Deps, maxBytes: number) {
       );
 
     const { accountId, importId } = grant;
-    const window = await uploadWindow(deps.sql, accountId, importId);
+    // The body is read once, so the request cannot be sent again after a lost session
+    // (http/lost-session.ts): its statements are, the window's a read, completeUpload one last commit.
+    const window = await againOnLostSession(
+      'upload window',
+      () => uploadWindow(deps.sql, accountId, importId),
+      deps.circuit,
+    );
     if (!window.open)
       return accessDenied('This import no longer accepts a file. Create a new import and use its link.');
     const deadline = Date.now() + window.msLeft;
@@ -95,7 +102,11 @@ function handleUpload(deps: Deps, maxBytes: number) {
 
     let accepted = false;
     try {
-      accepted = await completeUpload(deps.sql, store, accountId, importId, key, received);
+      accepted = await againOnLostSession(
+        'upload complete',
+        () => completeUpload(deps.sql, store, accountId, importId, key, received),
+        deps.circuit,
+      );
     } finally {
       if (!accepted) await store.discard(received);
     }
