@@ -63,86 +63,82 @@ describe('againOnLostSession', () => {
   });
 
   test('any other failure is not run again', async () => {
-    let calls = 0;
-    const e = await againOnLostSession(
-      'test',
-      async () => {
-        calls++;
-        await sql`select * from no_such_table`;
-      },
-      circuit,
-    ).catch((err: unknown) => err);
-    expect(String(e)).toContain('no_such_table');
+    const { error, calls } = await attempts(() => sql`select * from no_such_table`, circuit);
+    expect(String(error)).toContain('no_such_table');
     expect(calls).toBe(1);
   });
 
   test('not run again when the probe finds the database away, nor without a circuit', async () => {
     const away = new DatabaseCircuit(() => Promise.reject(Object.assign(new Error('down'), { code: 'ECONNREFUSED' })));
     for (const c of [away, undefined]) {
-      let calls = 0;
-      const e = await againOnLostSession(
-        'test',
-        async () => {
-          calls++;
-          await statementThatLosesItsSession();
-        },
-        c,
-      ).catch((err: unknown) => err);
-      expect(isConnectionGone(e)).toBe(true);
+      const { error, calls } = await attempts(statementThatLosesItsSession, c);
+      expect(isConnectionGone(error)).toBe(true);
       expect(calls).toBe(1);
     }
   });
 
   test('at most three more times', async () => {
-    let calls = 0;
-    const e = await againOnLostSession(
-      'test',
-      async () => {
-        calls++;
-        await statementThatLosesItsSession();
-      },
-      circuit,
-    ).catch((err: unknown) => err);
-    expect(isConnectionGone(e)).toBe(true);
+    const { error, calls } = await attempts(statementThatLosesItsSession, circuit);
+    expect(isConnectionGone(error)).toBe(true);
     expect(calls).toBe(4);
   });
 });
 
+/** `work` through againOnLostSession, expected to fail: how it failed and how many times it ran. */
+async function attempts(
+  work: () => PromiseLike<unknown>,
+  c: DatabaseCircuit | undefined,
+): Promise<{ error: unknown; calls: number }> {
+  let calls = 0;
+  const error = await againOnLostSession(
+    'test',
+    async () => {
+      calls++;
+      await work();
+    },
+    c,
+  ).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  return { error, calls };
+}
+
+/** A store in a fresh directory with one received (not yet committed) file of `text`. */
+async function withReceived(
+  text: string,
+  check: (store: LocalStore, received: Awaited<ReturnType<LocalStore['receive']>>) => Promise<void>,
+): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'commit-'));
+  try {
+    const store = new LocalStore(dir, 'http://localhost:0', new UploadTokens(Buffer.alloc(32)));
+    const body = (async function* () {
+      yield new TextEncoder().encode(text);
+    })();
+    await check(store, await store.receive('imports/a/b.csv', body));
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 describe("the local store's commit, run twice", () => {
   test('the second finds its version in place and leaves the object as the first did', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'commit-twice-'));
-    try {
-      const store = new LocalStore(dir, 'http://localhost:0', new UploadTokens(Buffer.alloc(32)));
-      const body = (async function* () {
-        yield new TextEncoder().encode('Email\na@example.com\n');
-      })();
-      const received = await store.receive('imports/a/b.csv', body);
+    await withReceived('Email\na@example.com\n', async (store, received) => {
       await store.commit('imports/a/b.csv', received);
       await store.commit('imports/a/b.csv', received);
-      expect((await store.head('imports/a/b.csv'))?.etag).toBe(`"${received.md5}"`);
-      expect((await store.head('imports/a/b.csv'))?.size).toBe(received.size);
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+      const head = await store.head('imports/a/b.csv');
+      expect({ etag: head?.etag, size: head?.size }).toEqual({ etag: `"${received.md5}"`, size: received.size });
+    });
   });
 
   test('a commit whose file is gone and was never in place still fails', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'commit-gone-'));
-    try {
-      const store = new LocalStore(dir, 'http://localhost:0', new UploadTokens(Buffer.alloc(32)));
-      const body = (async function* () {
-        yield new TextEncoder().encode('Email\nb@example.com\n');
-      })();
-      const received = await store.receive('imports/a/c.csv', body);
+    await withReceived('Email\nb@example.com\n', async (store, received) => {
       await store.discard(received);
-      expect(
-        await store.commit('imports/a/c.csv', received).then(
-          () => 'committed',
-          (e: unknown) => String(e),
-        ),
-      ).toContain('ENOENT');
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
+      const outcome = await store.commit('imports/a/b.csv', received).then(
+        () => 'committed',
+        (e: unknown) => String(e),
+      );
+      expect(outcome).toContain('ENOENT');
+    });
   });
 });
