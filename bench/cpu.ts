@@ -15,7 +15,7 @@ export interface CpuProbe {
 /** CPU seconds (user + system) by probe name. */
 export type CpuSample = Record<string, number>;
 
-const TICKS = Number(Bun.spawnSync(['getconf', 'CLK_TCK']).stdout.toString().trim()) || 100;
+export const TICKS = Number(Bun.spawnSync(['getconf', 'CLK_TCK']).stdout.toString().trim()) || 100;
 
 /** pid, ppid and the CPU ticks of a process and of its children it has waited for. */
 async function stat(pid: number): Promise<{ ppid: number; ticks: number } | undefined> {

@@ -73,7 +73,6 @@ interface Ctx {
   sql: Sql;
   workerPid: number;
   apiPid?: number;
-  sampleCpu?: () => Promise<CpuSample>;
 }
 
 export interface ExportOptions {
@@ -196,7 +195,7 @@ export async function runExportStep(
   const target: HttpTarget = { name: 'api', baseUrl: ctx.baseUrl, headers: { authorization: `Bearer ${other.key}` } };
   await preflight(target, 'GET', pool, `export-${runId}`);
   const during = async (name: string, work: () => Promise<void>) => {
-    const span = await loadDuring(ctx, target, pool, name, work);
+    const span = await loadDuring(ctx, target, pool, name, work, opts.sampleCpu);
     if (span.seconds > SERIES_SECONDS * 2) logSeries(span, log);
     return span;
   };
@@ -481,6 +480,7 @@ async function loadDuring(
   pool: readonly PoolContact[],
   name: string,
   work: () => Promise<void>,
+  sampleCpu?: () => Promise<CpuSample>,
 ): Promise<LoadSpan> {
   const timeline = new PhaseTimeline('before', performance.now());
   const phases = new PhaseLoad(timeline);
@@ -498,7 +498,7 @@ async function loadDuring(
   timeline.mark(name, start);
   series.begin(start);
   const pids = { api: ctx.apiPid, worker: ctx.workerPid };
-  const system = new SystemSampler(ctx.sql, start, SERIES_SECONDS, pids, ctx.sampleCpu);
+  const system = new SystemSampler(ctx.sql, start, SERIES_SECONDS, pids, sampleCpu);
   let end: number;
   try {
     await work();

@@ -324,7 +324,7 @@ async function main(): Promise<number> {
         timeoutSeconds: importOpts.timeoutSeconds,
         sampleCpu,
       };
-      const exportCtx = { ...ctx, apiPid: service.api.proc.pid, sampleCpu };
+      const exportCtx = { ...ctx, apiPid: service.api.proc.pid };
       result.export = exported = await runExportStep(exportCtx, runId, account, exportOpts, log);
     }
     let mixed: MixedRun | undefined;

@@ -6,7 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { Sql } from '../src/db';
-import type { CpuSample } from './cpu';
+import { TICKS, type CpuSample } from './cpu';
 import { percentile } from './phase-latency';
 import { procKb } from './services';
 
@@ -120,8 +120,6 @@ export function quietWindow(): SystemWindow {
     autovacuumTables: [],
   };
 }
-
-const TICKS = Number(Bun.spawnSync(['getconf', 'CLK_TCK']).stdout.toString().trim()) || 100;
 
 /** Seconds of steal over every core since boot (the 8th value of /proc/stat's `cpu` line); 0 off Linux. */
 async function stealSeconds(): Promise<number> {

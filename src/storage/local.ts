@@ -127,8 +127,8 @@ export class LocalStore implements ObjectStore {
     return { tmp, md5: hash.digest('hex'), size };
   }
 
-  /** Makes a received body the object's current version: rename into place, then the pointer. */
   /**
+   * Makes a received body the object's current version: rename into place, then the pointer.
    * Idempotent: a commit whose transaction was lost after the rename (src/uploads/complete.ts, sent
    * again) finds its version already in place, by content, and writes the pointer again.
    */
@@ -136,11 +136,8 @@ export class LocalStore implements ObjectStore {
     const dir = this.versions(key);
     const version = join(dir, r.md5);
     await rename(r.tmp, version).catch(async (e: unknown) => {
-      const inPlace = await access(version).then(
-        () => true,
-        () => false,
-      );
-      if ((e as { code?: unknown }).code !== 'ENOENT' || !inPlace) throw e;
+      if ((e as { code?: unknown }).code !== 'ENOENT') throw e;
+      await access(version).catch(() => Promise.reject(e));
     });
     const pointerTmp = join(dir, `.tmp-pointer-${randomBytes(6).toString('hex')}`);
     const fh = await open(pointerTmp, 'wx', 0o600);
