@@ -49,7 +49,7 @@ import {
   worstWindows,
   type SeriesWindow,
 } from './latency-series';
-import { PhaseLoad, PhaseTimeline, type Figures } from './phase-latency';
+import { bracketP99, PhaseLoad, PhaseTimeline, type Figures } from './phase-latency';
 import { fix, fmtInt, table } from './report';
 import { procKb, resetPeakRss } from './services';
 import { contactPool, type Target } from './summary';
@@ -247,11 +247,6 @@ export async function runExportStep(
     connections: CONNECTIONS,
     minRequests: MIN_REQUESTS,
   };
-}
-
-/** The mean p99 of the idle spans on either side of a loaded one: its reference (see the header). */
-export function bracketP99(before: Figures, after: Figures): number {
-  return ((before.p99 ?? NaN) + (after.p99 ?? NaN)) / 2;
 }
 
 /** The statement drained by this process: bytes counted, nothing kept. */

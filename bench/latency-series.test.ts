@@ -1,7 +1,6 @@
 // The export step's windows and the line that compares a span's first quarter with its last: where a
 // long span's tail came from rests on these (no database needed).
 import { describe, expect, test } from 'bun:test';
-import { bracketP99 } from './export';
 import { driftSummary, LatencySeries, quietWindow, type SeriesWindow } from './latency-series';
 
 describe('LatencySeries', () => {
@@ -47,13 +46,5 @@ describe('driftSummary', () => {
 
   test('nothing to compare under four windows with answers', () => {
     expect(driftSummary([window(0, 10, 1, 0, 0), window(10, 0, 0, 0, 0)], 10)).toBeUndefined();
-  });
-});
-
-describe('bracketP99', () => {
-  test("the mean of the idle p99s on either side: a steady drift's middle", () => {
-    const figures = (p99: number) => ({ requests: 1000, reqPerSec: 100, p99, non2xx: 0, errors: 0 });
-    expect(bracketP99(figures(8), figures(12))).toBe(10);
-    expect(bracketP99({ ...figures(8), p99: undefined }, figures(12))).toBeNaN();
   });
 });

@@ -1,7 +1,7 @@
 // The mixed step's verdicts rest on these: an answer counts in the phase its request was sent in,
 // and a p99 is exactly the nearest-rank value of the answers counted (no database needed).
 import { describe, expect, test } from 'bun:test';
-import { inPhaseOrder, percentile, PhaseLoad, PhaseTimeline, Samples } from './phase-latency';
+import { bracketP99, inPhaseOrder, percentile, PhaseLoad, PhaseTimeline, Samples } from './phase-latency';
 
 describe('percentile', () => {
   test('nearest rank: the smallest value with at least p % at or below it', () => {
@@ -126,4 +126,12 @@ test('phases sort in the order an import goes through them, unknown names last',
     'finish',
     'weird',
   ]);
+});
+
+describe('bracketP99', () => {
+  test("the mean of the idle p99s on either side: a steady drift's middle", () => {
+    const figures = (p99: number) => ({ requests: 1000, reqPerSec: 100, p99, non2xx: 0, errors: 0 });
+    expect(bracketP99(figures(8), figures(12))).toBe(10);
+    expect(bracketP99({ ...figures(8), p99: undefined }, figures(12))).toBeNaN();
+  });
 });

@@ -86,6 +86,17 @@ export interface Figures {
   errors: number;
 }
 
+/**
+ * A loaded span's idle reference: the mean p99 of the idle spans just before and just after it. This
+ * machine's speed moves by a third over minutes, every process at once (bench/README.md, session
+ * 26), so one idle span before a long loaded one says little about the machine during it; under a
+ * steady drift the mean of the two ends is the span's middle, below the tail of its slower part.
+ * The export and mixed steps judge their loaded spans against it.
+ */
+export function bracketP99(before: Figures, after: Figures): number {
+  return ((before.p99 ?? NaN) + (after.p99 ?? NaN)) / 2;
+}
+
 interface Bucket {
   latencies: Samples;
   ok: number;

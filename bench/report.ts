@@ -9,7 +9,7 @@ import type { FileMeta } from './generate';
 import type { GzipRun } from './gzip-import';
 import type { ImportRun } from './import-flow';
 import type { ReportCostFile } from './report-cost';
-import type { MixedRun } from './mixed';
+import { idleReference, type MixedRun } from './mixed';
 import type { DatabaseRun } from './citus';
 import type { ShapeRun } from './shape-steps';
 import { SMALL_ROWS } from './small-import';
@@ -131,14 +131,16 @@ export function httpTable(rows: HttpRow[]): string {
 }
 
 /**
- * The mixed step: a block per span (idle, each import phase, the whole import), a row per kind.
- * A judged phase with fewer answers of a kind than the run's minimum shows its ratio, marked `too few`.
+ * The mixed step: a block per span (idle before, each import phase, the whole import, idle after), a
+ * row per kind, each loaded span's p99 against the kind's idle reference (idleReference). A judged
+ * phase with fewer answers of a kind than the run's minimum shows its ratio, marked `too few`.
  */
 export function mixedTable(m: MixedRun): string {
-  const idleP99 = new Map(m.idle.kinds.map((k) => [k.scenario, k.p99]));
-  const rows = [m.idle, ...m.phases, m.whole].flatMap((span) =>
+  const idles = [m.idle, m.idleAfter];
+  const rows = [m.idle, ...m.phases, m.whole, m.idleAfter].flatMap((span) =>
     span.kinds.map((k, i) => {
-      const ratio = span === m.idle || k.p99 === undefined ? undefined : k.p99 / idleP99.get(k.scenario)!;
+      const reference = idleReference(m, i);
+      const ratio = idles.includes(span) || k.p99 === undefined ? undefined : k.p99 / reference;
       const verdict = !span.judged ? '-' : k.requests < m.minRequests ? 'too few' : `<= ${m.p99RatioTarget}`;
       return [
         i === 0 ? span.name : '',
@@ -149,6 +151,7 @@ export function mixedTable(m: MixedRun): string {
         fmtInt(k.reqPerSec),
         fix(k.p50, 1),
         fix(k.p99, 1),
+        span === m.idle ? fix(reference, 1) : '',
         fix(ratio, 2),
         verdict,
         String(k.non2xx),
@@ -156,12 +159,26 @@ export function mixedTable(m: MixedRun): string {
       ];
     }),
   );
-  const head = ['phase', 'seconds', 'request', 'conns', 'answers', 'req/s', 'p50 ms', 'p99 ms', 'x idle p99'];
+  const head = [
+    'phase',
+    'seconds',
+    'request',
+    'conns',
+    'answers',
+    'req/s',
+    'p50 ms',
+    'p99 ms',
+    'idle ref ms',
+    'x idle',
+  ];
+  const wait = m.autovacuumWait;
+  const after = wait.stillRunning ? 'with autovacuum still running' : 'once autovacuum was done';
   return (
     `mixed: another account's load, idle for ${fix(m.idle.seconds, 1)} s, then from the end of import A's upload ` +
-    `to its success (${fix(m.whole.seconds, 1)} s; the import took ${fix(m.importSeconds, 1)} s); each answer in ` +
-    `the phase its request was sent in; p50/p99 exact; a phase's p99 judged from ` +
-    `${fmtInt(m.minRequests)} answers of a kind\n` +
+    `to its success (${fix(m.whole.seconds, 1)} s; the import took ${fix(m.importSeconds, 1)} s), then idle again ` +
+    `after ${fix(wait.seconds, 0)} s ${after}; ` +
+    `each answer in the phase its request was sent in; p50/p99 exact; the idle reference is the mean p99 of the ` +
+    `two idle spans; a phase's p99 judged from ${fmtInt(m.minRequests)} answers of a kind\n` +
     table([...head, 'target', 'non-2xx', 'errors'], rows)
   );
 }

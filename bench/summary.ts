@@ -9,7 +9,7 @@ import { md5Hex, rowAt, sampleNormalRows } from './dataset';
 import { GET_P99_MS, type HttpTarget, type PoolContact } from './http';
 import type { ImportRun } from './import-flow';
 import type { HttpRow, LoadRow } from './report';
-import type { MixedRun } from './mixed';
+import { idleReference, type MixedRun } from './mixed';
 import type { ReportCostFile } from './report-cost';
 import { SHAPES } from './shapes';
 import type { ShapeRun } from './shape-steps';
@@ -179,7 +179,8 @@ export function reportCostTargets(files: ReportCostFile[]): Target[] {
 }
 
 /**
- * The mixed step: in each judged phase of import A, each kind's p99 against its idle p99. A phase with
+ * The mixed step: in each judged phase of import A, each kind's p99 against its idle reference (the
+ * mean p99 of the idle spans before and after the import: idleReference). A phase with
  * fewer answers of a kind than the run's minimum (or one the 100 ms sample never saw) is listed as not
  * judged, so its absence is seen; its errors and non-2xx answers still count.
  */
@@ -189,11 +190,11 @@ export function mixedTargets(m: MixedRun): Target[] {
     .filter((p) => p.judged)
     .flatMap((p) =>
       p.kinds.map((k, i) => {
-        const idle = m.idle.kinds[i]!;
+        const idle = idleReference(m, i);
         const clean = k.errors === 0 && k.non2xx === 0;
         const about = `mixed ${k.scenario} p99 in import A's ${p.name} vs idle`;
         const target = `<= ${m.p99RatioTarget} x, 0 errors, 0 non-2xx`;
-        if (k.requests < m.minRequests || k.p99 === undefined || idle.p99 === undefined)
+        if (k.requests < m.minRequests || k.p99 === undefined || !Number.isFinite(idle))
           return {
             name: about,
             value: `${n(k.requests)} answers, too few to judge (< ${n(m.minRequests)})`,
@@ -201,9 +202,9 @@ export function mixedTargets(m: MixedRun): Target[] {
             pass: clean,
             judged: false,
           };
-        const ratio = k.p99 / idle.p99;
+        const ratio = k.p99 / idle;
         return {
-          name: `${about} (${k.p99.toFixed(1)} / ${idle.p99.toFixed(1)} ms, ${n(k.requests)} answers)`,
+          name: `${about} (${k.p99.toFixed(1)} / ${idle.toFixed(1)} ms, ${n(k.requests)} answers)`,
           value: `${ratio.toFixed(2)} x`,
           target,
           pass: ratio <= m.p99RatioTarget && clean,
