@@ -17,12 +17,9 @@
  *    through a bare COPY, then idle for `--duration` seconds before each export, between them and
  *    after them, each answer in the span its request was sent in (phase-latency.ts). Targets: each
  *    export ≤ 3 × the COPY, worker peak RSS ≤ 256 MB, the GET p99 during each export ≤ 2 × idle.
- *    Idle is the mean of the p99s of the two idle spans that bracket the export: this machine's
- *    speed moves by a third over minutes, every process at once (bench/README, session 26), and a
- *    loaded export lasts twenty minutes at 25M, so one idle span before it says little about the
- *    machine during it. Under a steady drift the mean of the two ends is the middle of the span,
- *    below the tail of the span's later part: the stricter side. The ratio to the run's lowest idle
- *    p99 is shown beside it.
+ *    Idle is the mean of the p99s of the two idle spans that bracket the export (bracketP99, which
+ *    says why; a loaded export lasts twenty minutes at 25M). The ratio to the run's lowest idle p99
+ *    is shown beside it.
  */
 import type { Readable } from 'node:stream';
 import { Readable as NodeReadable, pipeline } from 'node:stream';
