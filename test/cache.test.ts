@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { buildApp } from '../src/app';
 import { cacheChanged, LiveCache, type CachedTable } from '../src/auth/cache';
 import { connect, type Sql, type Tx } from '../src/db';
-import { expectProblem, testApp, type Call, type TestApp } from './helpers/app';
+import { apiNodeUrl, expectProblem, testApp, type Call, type TestApp } from './helpers/app';
 import { createAccount, createAttribute, createKey } from './helpers/fixtures';
 import { md5 } from './contacts-support';
 
@@ -13,17 +13,22 @@ let t: TestApp;
 /** Statements the counted app sent, in order. */
 let statements: string[] = [];
 let counted: Sql;
+/** The counted app's node (on a Citus cluster a worker, while changes are made on the coordinator). */
+let node: Sql;
 let app: ReturnType<typeof buildApp>;
 let n = 0;
 
 beforeAll(async () => {
   t = await testApp();
-  counted = connect(t.db.url, 10, { debug: (_connection, query) => statements.push(query) });
+  const url = apiNodeUrl(t.db);
+  counted = connect(url, 10, { debug: (_connection, query) => statements.push(query) });
+  node = connect(url, 1);
   app = buildApp({ ...t.deps, sql: counted });
   await createAttribute(t.db.sql, t.accountId, 'city', 'string');
 });
 afterAll(async () => {
   await counted.end({ timeout: 2 });
+  await node.end({ timeout: 2 });
   await t.close();
 });
 
@@ -234,30 +239,32 @@ describe('a change committed before a request is always seen (50 times each, cac
 });
 
 describe('notifications keep the caches fresh', () => {
-  /** The backend that LISTENs for the counted app. */
+  /** The backend that LISTENs for the counted app on its own node. */
   const listenerPid = async () =>
     (
-      await t.db.sql<{ pid: number }[]>`
+      await node<{ pid: number }[]>`
       select pid from pg_stat_activity where datname = current_database() and query ilike 'listen%cache_invalidation%'`
     )[0]?.pid;
 
-  test('a revoked key is dropped from the cache without waiting for its TTL', async () => {
+  test('a revoked key leaves the cache within a second, before any request, made on any node', async () => {
     const { key, contact } = await warmKeyAndContact();
+    // Made on the coordinator (t.db.sql); on a Citus cluster the counted app is on a worker.
     await keyBySql(key, (tx, id) => tx`update api_keys set revoked_at = now() where id = ${id}`);
-    // Once the notification is in, the refusal costs only the key lookup: the cache no longer
-    // vouches for the key, so no one-statement attempt is made first.
-    await until(async () => {
-      const res = await call('GET', `/v1/contacts/${contact}`, key);
-      expectProblem(res, 401, 'authentication_error');
-      return res.sent.length === 1 && res.sent[0]!.includes('from api_keys');
-    }, 'the invalidation');
+    // No request in between: one would drop the entry itself, once its statement saw the counter moved.
+    await Bun.sleep(1_000);
+    // The notification is in: the refusal costs only the key lookup, the cache no longer vouching
+    // for the key, so no one-statement attempt is made first.
+    const res = await call('GET', `/v1/contacts/${contact}`, key);
+    expectProblem(res, 401, 'authentication_error');
+    expect(res.sent).toHaveLength(1);
+    expect(res.sent[0]).toContain('from api_keys');
   });
 
   test('after the listener reconnects the caches start empty', async () => {
     const { key, contact } = await warmKeyAndContact();
     const before = await listenerPid();
     expect(before).toBeDefined();
-    await t.db.sql`select pg_terminate_backend(${before!})`;
+    await node`select pg_terminate_backend(${before!}::int)`;
     await until(async () => {
       const now = await listenerPid();
       return now !== undefined && now !== before;

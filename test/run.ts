@@ -3,9 +3,10 @@
  * same mechanism as `start`, runs `bun test` with their URLs, and stops what it started.
  *
  * 1. Every test file of test/ and bench/ on one PostgreSQL.
- * 2. The contract files (contacts, brands, suppression, imports) and test/cluster/ again on an
- *    embedded Citus cluster, a coordinator and 2 workers (README "Scaling out"); Citus is built from
- *    ../shared/vendor when PostgreSQL lacks it (CITUS_SRC).
+ * 2. The contract files (contacts, brands, suppression, imports, events, webhooks), the cache test
+ *    (its app connected to a worker) and test/cluster/ again on an embedded Citus cluster, a
+ *    coordinator and 2 workers (README "Scaling out"); Citus is built from ../shared/vendor when
+ *    PostgreSQL lacks it (CITUS_SRC).
  *
  * Arguments (a file name, `-t pattern`) narrow the run to one pass: the cluster's when CITUS_WORKERS
  * is set (`CITUS_WORKERS=2 bun test/run.ts test/brands.test.ts`), else the plain one.
@@ -16,8 +17,8 @@ import { VENDORED_CITUS_SRC } from '../src/embedded/citus';
 import { startTestServices, testServicesEnv } from './helpers/services';
 
 const ROOT = resolve(import.meta.dir, '..');
-/** The files whose every test runs on the cluster too: the contract's and the events' (issue 36), and test/cluster/. */
-const CONTRACT = /^(contacts-|brands|suppression|imports-|event-|webhook-)/;
+/** The files whose every test runs on the cluster too: the contract's, the events' (issue 36), the caches'. */
+const CONTRACT = /^(contacts-|brands|suppression|imports-|event-|webhook-|cache\.test)/;
 
 const files = (dir: string, keep: (f: string) => boolean = () => true) =>
   readdirSync(join(ROOT, dir))

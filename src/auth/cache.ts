@@ -1,3 +1,4 @@
+import postgres from 'postgres';
 import type { AnySql, Sql } from '../db';
 import { errorFields, log } from '../log';
 
@@ -31,6 +32,8 @@ export const INVALIDATION_CHANNEL = 'cache_invalidation';
 export const CACHE_TTL_MS = 30_000;
 const MAX_ENTRIES = 10_000;
 const RETRY_LISTEN_MS = 5_000;
+/** How often a listening app looks for cluster nodes added since it last looked. */
+const NODE_CHECK_MS = 30_000;
 
 /** A map whose entries expire, can be dropped by key or by group, and refuse stale fills. */
 export class LiveCache<V> {
@@ -102,13 +105,26 @@ export interface Invalidation {
 }
 
 /**
- * LISTENs on the invalidation channel (one extra connection per postgres.js instance) and hands
- * each notification to `onChange`; `onReset` runs on every (re)connect. Started on first use, so an
- * app that never authenticates never opens the connection; a failed start is retried on a later use.
+ * LISTENs on the invalidation channel and hands each notification to `onChange`; `onReset` runs on
+ * every (re)connect of a listening connection. Started on first use, so an app that never
+ * authenticates never opens a connection; a failed start is retried on a later use.
+ *
+ * A NOTIFY reaches only the listeners of the PostgreSQL server it was sent on, and on a Citus
+ * cluster a change is made on whichever node its writer is connected to (the admin CLI, an API
+ * replica's schema change): API replicas may connect to any node (README "Scaling out"). So once
+ * its own connection listens, the listener also listens on every other primary node of the
+ * cluster (pg_dist_node), with the app's credentials, one connection each, and looks for nodes
+ * added since every NODE_CHECK_MS. A node listener's (re)connect also runs `onReset`: whatever was
+ * notified there while it was away is forgotten with the caches. On one PostgreSQL there is no
+ * other node.
  */
 export class InvalidationListener {
   private state: 'idle' | 'starting' | 'listening' = 'idle';
   private retryAt = 0;
+  /** Listen-only connections to the cluster's other nodes, by `host:port`. */
+  private readonly nodes = new Map<string, Sql>();
+  private nodesCheckAt = 0;
+  private checkingNodes = false;
 
   constructor(
     private readonly sql: Sql,
@@ -117,25 +133,73 @@ export class InvalidationListener {
   ) {}
 
   ensureStarted(): void {
+    if (this.state === 'listening') return this.followNodes();
     if (this.state !== 'idle' || Date.now() < this.retryAt) return;
     // Tests pass stand-ins for an unreachable database that have no listen().
     if (typeof this.sql.listen !== 'function') return;
     this.state = 'starting';
-    this.sql
-      .listen(
-        INVALIDATION_CHANNEL,
-        (payload) => this.onChange(parse(payload)),
-        () => {
-          this.onReset();
-          this.state = 'listening';
-        },
-      )
-      .catch((error: unknown) => {
-        this.state = 'idle';
-        this.retryAt = Date.now() + RETRY_LISTEN_MS;
-        log('warn', 'cache invalidation listener failed; caches stay off', errorFields(error));
+    this.listenOn(this.sql, () => {
+      this.state = 'listening';
+      this.followNodes();
+    }).catch((error: unknown) => {
+      this.state = 'idle';
+      this.retryAt = Date.now() + RETRY_LISTEN_MS;
+      log('warn', 'cache invalidation listener failed; caches stay off', errorFields(error));
+    });
+  }
+
+  private listenOn(sql: Sql, listening?: () => void): Promise<unknown> {
+    return sql.listen(
+      INVALIDATION_CHANNEL,
+      (payload) => this.onChange(parse(payload)),
+      () => {
+        this.onReset();
+        listening?.();
+      },
+    );
+  }
+
+  /** Listens on the cluster's nodes not listened on yet; at most every NODE_CHECK_MS. */
+  private followNodes(): void {
+    if (this.checkingNodes || Date.now() < this.nodesCheckAt) return;
+    this.checkingNodes = true;
+    this.nodesCheckAt = Date.now() + NODE_CHECK_MS;
+    clusterNodes(this.sql)
+      .then((nodes) => {
+        const own = this.sql.options;
+        for (const { host, port } of nodes) {
+          const name = `${host}:${port}`;
+          if (this.nodes.has(name) || (own.host[0] === host && own.port[0] === port)) continue;
+          // The app's own options (credentials, database, TLS) with the node's address, as
+          // postgres.js makes its own listen connection; max 1: it only ever listens.
+          const node = postgres({
+            ...own,
+            host: [host],
+            port: [port],
+            max: 1,
+            debug: false,
+          } as never) as unknown as Sql;
+          this.nodes.set(name, node);
+          this.listenOn(node).catch((error: unknown) => {
+            this.nodes.delete(name);
+            void node.end({ timeout: 1 }).catch(() => {});
+            log('warn', 'cache invalidation listener failed on a cluster node', { node: name, ...errorFields(error) });
+          });
+        }
+      })
+      .catch((error: unknown) => log('warn', 'cache invalidation could not list the cluster nodes', errorFields(error)))
+      .finally(() => {
+        this.checkingNodes = false;
       });
   }
+}
+
+/** The primary nodes of a Citus cluster (coordinator, workers) at the addresses it knows; none on one PostgreSQL. */
+async function clusterNodes(sql: Sql): Promise<{ host: string; port: number }[]> {
+  const [citus] = await sql`select 1 from pg_extension where extname = 'citus'`;
+  if (!citus) return [];
+  return sql<{ host: string; port: number }[]>`
+    select nodename as host, nodeport as port from pg_dist_node where noderole = 'primary' and isactive`;
 }
 
 function parse(payload: string): Invalidation | undefined {

@@ -74,6 +74,17 @@ export async function testApp(
   return { db, deps, app, accountId, key, call, close };
 }
 
+let apps = 0;
+
+/**
+ * A node for an app or an API process to connect to: on a Citus cluster a worker, each call the
+ * next one, so that the API runs off the coordinator as README "Scaling out" allows (the fixtures
+ * and checks stay on the coordinator, as the admin CLI does); on one PostgreSQL the database's URL.
+ */
+export function apiNodeUrl(db: TestDatabase): string {
+  return db.workerUrls.length ? db.workerUrls[apps++ % db.workerUrls.length]! : db.url;
+}
+
 /** Asserts the RFC 9457 envelope; returns the body for further checks. */
 export function expectProblem(res: Call, status: number, code: string): any {
   const ok =

@@ -6,6 +6,8 @@ import { TEMPLATE_DB, testServices, withDatabase } from './services';
 
 export interface TestDatabase {
   url: string;
+  /** On a Citus cluster: this database on each worker, in port order (API replicas may connect to any node). */
+  workerUrls: string[];
   sql: Sql;
   redisUrl: string;
   drop(): Promise<void>;
@@ -69,6 +71,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   const sql = connect(url, 10);
   return {
     url,
+    workerUrls: citusWorkers.map((u) => withDatabase(u, name)),
     sql,
     redisUrl,
     async drop() {
