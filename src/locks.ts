@@ -6,6 +6,11 @@ import type { AnySql } from './db';
  * `pg_advisory_*lock*(…)`; a key is a bigint hashed from text, and the text's prefix keeps each kind
  * of lock in a key space of its own.
  *
+ * Advisory locks are per node. The worker process's own (an import's run, its merges, the staging
+ * pool) are taken where every worker process connects, the coordinator on Citus. The locks of an
+ * account's resources that API replicas take (which may connect to any node, README "Scaling out")
+ * go through `accountXactLock`, which takes them on the node of the account's shards.
+ *
  * Not here: the account's contact-write lock, whose key (the account id alone, hashed) is taken only
  * inside the database functions contact_write_lock and account_bulk_lock (sql/migrations), so that
  * on Citus it is taken on the node of the account's shards (src/contacts/write-guard.ts).
@@ -24,6 +29,23 @@ export const accountMergeLock = (sql: AnySql, accountId: string) =>
 /** One merge batch's transaction, from its first seq: the next batch waits on it before it commits. */
 export const mergeBatchLock = (sql: AnySql, importId: string, lo: number) =>
   hashed(sql, `contact-merge-batch:${importId.toLowerCase()}:${lo}`);
+
+/**
+ * Takes `lock`, a lock of one of `accountId`'s resources, for the caller's transaction, on the node
+ * of the account's shards (sql/migrations/0016_account_locks.sql).
+ */
+export async function accountXactLock(sql: AnySql, accountId: string, lock: Fragment): Promise<void> {
+  await sql`select account_xact_lock(${accountId}::uuid, ${lock})`;
+}
+
+/** accountXactLock if the lock is free: whether it was (and is now the caller's), never waiting. */
+export async function tryAccountXactLock(sql: AnySql, accountId: string, lock: Fragment): Promise<boolean> {
+  const [row] = await sql<{ locked: boolean }[]>`select account_try_xact_lock(${accountId}::uuid, ${lock}) as locked`;
+  return row!.locked;
+}
+
+/** An account's webhook endpoints: creates count them one after the other. */
+export const webhookEndpointsLock = (sql: AnySql, accountId: string) => hashed(sql, `webhook-endpoints:${accountId}`);
 
 /** A suppression list: one import at a time. */
 export const suppressionListLock = (sql: AnySql, accountId: string, listId: string) =>

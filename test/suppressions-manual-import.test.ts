@@ -265,12 +265,13 @@ describe('runManualSuppressionImport: one import at a time', () => {
   test('a digest import whose connection dies while the file is read applies nothing and fails', async () => {
     const list = await newList('md5');
     const { outcome, writer } = await importFromPipe(list, md5('lost'));
-    // The holder's session sits idle, holding the list, while the file is read and sorted. Killed
-    // once the import is recorded: between the lock and that row a kill stops an import that never
-    // was (a loaded CI run killed it there: nothing to mark failed, and the pipe never opened).
+    // The holder's session sits idle in the transaction that holds the list while the file is read
+    // and sorted (on Citus its lock is on the node of the account's shards; the session is here).
+    // Killed once the import is recorded: between the lock and that row a kill stops an import that
+    // never was (a loaded CI run killed it there: nothing to mark failed, and the pipe never opened).
     const pid = await pidOf(`
-      select l.pid from pg_locks l join pg_database d on d.oid = l.database
-      where l.locktype = 'advisory' and l.granted and d.datname = current_database()
+      select pid from pg_stat_activity
+      where datname = current_database() and state = 'idle in transaction' and query ilike '%account_try_xact_lock%'
         and exists (select 1 from suppression_imports i where i.list_id = '${list}' and i.status = 'importing')`).catch(
       (e) => {
         writer.end(); // never leave the import waiting on the pipe for the rest of the file
@@ -399,6 +400,8 @@ describe('copyInto', () => {
         );
       }
       await conn`create temp table copy_probe (v bytea)`;
+      // The transaction holdList opens, which `transaction` applies in and ends.
+      await conn`begin`;
       const attempt = transaction(conn, async () => {
         await conn`
           insert into suppression_records (account_id, list_id, value)
@@ -429,6 +432,7 @@ describe('copyInto: a COPY the server refuses', () => {
         Buffer.from([0, 0, 0, 16]),
         value,
       ]);
+      await conn`begin`;
       const attempt = transaction(conn, async () => {
         // The same record twice: the primary key refuses the second after the stream has ended.
         await copyInto(

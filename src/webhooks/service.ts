@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Sql } from '../db';
 import { conflict, invalidField, notFound } from '../errors';
+import { accountXactLock, webhookEndpointsLock } from '../locks';
 import { pageOf, pagination } from '../http/pagination';
 import { MAX_ENDPOINTS_PER_ACCOUNT, MAX_URL_LENGTH, type CreateEndpointInput } from './model';
 import { checkWebhookUrl, type CheckOptions } from './url-safety';
@@ -80,9 +81,9 @@ export async function createEndpoint(
     throw invalidField('/url', `url must be at most ${MAX_URL_LENGTH} characters once normalised.`);
   const secret = newEndpointSecret();
   const row = await sql.begin(async (tx) => {
-    // Two creates of one account count the endpoints one after the other, so the cap holds. The
-    // lock is the account's own, on the coordinator on Citus, and held only for this insert.
-    await tx`select pg_advisory_xact_lock(hashtextextended(${`webhook-endpoints:${accountId}`}, 0))`;
+    // Two creates of one account count the endpoints one after the other, so the cap holds, whatever
+    // node each is sent to. The lock is the account's own, held only for this insert.
+    await accountXactLock(tx, accountId, webhookEndpointsLock(tx, accountId));
     // The endpoint starts right after its account's head, read in the insert, at (head + 1, 0): it
     // receives the events sequenced after it was made (a set sequenced meanwhile gets a higher position).
     const [inserted] = await tx<EndpointRow[]>`

@@ -3,7 +3,7 @@ import type { Sql } from '../../db';
 import { violates } from '../../db-constraint';
 import { isConnectionGone } from '../../db-unavailable';
 import { operationInProgress } from '../../errors';
-import { suppressionListLock } from '../../locks';
+import { suppressionListLock, tryAccountXactLock } from '../../locks';
 
 export type Conn = ReservedSql<{}>;
 
@@ -22,14 +22,20 @@ const INTERRUPTED = 'The process running this import stopped before it finished;
 /**
  * Runs one import of a list while holding the list, so a list takes one import at a time.
  *
- * The holder keeps a session advisory lock on its own reserved connection from before its import
- * row is inserted until after the row is final. So the 'importing' row is visible to everyone while
- * it runs, a second import fails fast (409, never waits), and a row still 'importing' when the lock
- * is free belongs to a process that died (its connection closed, which frees the lock): it is marked
- * failed before the new import starts. The partial unique index on importing rows backs this up.
+ * The holder's connection opens a transaction and takes the list's lock in it before the import
+ * row is inserted, and that transaction is the one that applies the import and marks it completed
+ * (see `transaction`): the lock is held until then. It is a transaction lock taken through
+ * accountXactLock, on the node of the account's shards, so that holders connected to any node of a
+ * Citus cluster (API replicas, the admin CLI) exclude each other. The row is inserted through the
+ * pool, committed at once, so the 'importing' row is visible to everyone while it runs; a second
+ * import fails fast (409, never waits), and a row still 'importing' when the lock is free belongs to
+ * a process that died (its connection closed, which ended the transaction and freed the lock): it
+ * is marked failed before the new import starts. The partial unique index on importing rows backs
+ * this up, and the final update of the row (finishImport) completes only a row still 'importing'.
  *
- * `run` gets the connection and the import id and must apply everything in one transaction that
- * also marks the import completed (see `transaction`); when it throws, the import is marked failed.
+ * `run` gets the connection, in that open transaction, and the import id; it must apply
+ * everything with `transaction`, which commits. When it throws, the transaction is rolled back and
+ * the import is marked failed.
  */
 export async function holdList<T>(
   sql: Sql,
@@ -37,20 +43,17 @@ export async function holdList<T>(
   run: (conn: Conn, importId: string, holder: Holder) => Promise<T>,
 ): Promise<T> {
   const conn = (await sql.reserve()) as Conn;
-  let locked = false;
   let gone = false;
   try {
-    const [lock] = await conn<
-      { locked: boolean; pid: number }[]
-    >`select pg_try_advisory_lock(${lockKey(conn, job)}) as locked, pg_backend_pid() as pid`;
-    locked = lock!.locked;
-    const holder = new Holder(sql, lock!.pid);
-    if (!locked) throw await busy(conn, job);
-    await conn`
+    await conn`begin`;
+    const [backend] = await conn<{ pid: number }[]>`select pg_backend_pid() as pid`;
+    const holder = new Holder(sql, backend!.pid);
+    if (!(await tryAccountXactLock(conn, job.accountId, lockKey(conn, job)))) throw await busy(conn, job);
+    await sql`
       update suppression_imports
       set status = 'failed', failure_reason = ${INTERRUPTED}, completed_at = statement_timestamp()
       where account_id = ${job.accountId} and list_id = ${job.listId} and status = 'importing'`;
-    const [row] = await conn<{ id: string }[]>`
+    const [row] = await sql<{ id: string }[]>`
       insert into suppression_imports (account_id, list_id, status, method, estimated_end)
       values (${job.accountId}, ${job.listId}, 'importing', ${job.method},
               statement_timestamp() + make_interval(secs => ${job.estimatedSeconds}))
@@ -64,8 +67,10 @@ export async function holdList<T>(
       return await run(conn, importId, holder);
     } catch (error) {
       gone = isConnectionGone(error);
-      // A session that died has let go of the list already; its row is then marked through the pool.
-      await (gone ? sql : conn)`
+      // Rolled back first: this transaction may hold the import row's lock (a failure after
+      // finishImport), which the update below would wait for. A session that died ended it already.
+      if (!gone) await conn`rollback`.catch(() => {});
+      await sql`
         update suppression_imports
         set status = 'failed', failure_reason = ${job.describeFailure(error)}, completed_at = statement_timestamp()
         where account_id = ${job.accountId} and id = ${importId} and status = 'importing'`.catch(() => {});
@@ -76,9 +81,10 @@ export async function holdList<T>(
     throw error;
   } finally {
     // postgres.js hangs a query sent on a reserved connection that closed, and releasing one puts a
-    // dead connection in the pool; left alone, the pool reconnects it when needed.
+    // dead connection in the pool; left alone, the pool reconnects it when needed. A transaction
+    // still open (the list busy, or a failure before the import started) lets go of the list here.
     if (!gone) {
-      if (locked) await conn`select pg_advisory_unlock(${lockKey(conn, job)})`.catch(() => {});
+      await conn`rollback`.catch(() => {});
       conn.release();
     }
   }
@@ -120,9 +126,11 @@ async function busy(conn: Conn, job: HeldImport) {
   );
 }
 
-/** begin … commit on a reserved connection (postgres.js only offers sql.begin on the pool). */
+/**
+ * The apply of a held import (holdList): runs `fn` in the holding transaction and commits it,
+ * which lets go of the list; rolls back when `fn` throws.
+ */
 export async function transaction<T>(conn: Conn, fn: () => Promise<T>): Promise<T> {
-  await conn`begin`;
   try {
     const result = await fn();
     await conn`commit`;
@@ -153,10 +161,18 @@ export async function finishImport(
       update suppression_lists set record_count = record_count + ${c.addedCount}, updated_at = statement_timestamp()
       where account_id = ${c.accountId} and id = ${c.listId}`;
   }
-  await conn`
+  const done = await conn`
     update suppression_imports
     set status = 'completed', total_count = ${c.totalCount}, added_count = ${c.addedCount},
         duplicate_count = ${c.totalCount - c.addedCount}, malformed_count = ${c.malformedCount},
         completed_at = statement_timestamp(), estimated_end = null
-    where account_id = ${c.accountId} and id = ${c.importId}`;
+    where account_id = ${c.accountId} and id = ${c.importId} and status = 'importing'`;
+  // Marked failed meanwhile: only when the holding transaction was lost and another import took
+  // the list. Nothing of this one may commit: the caller's transaction rolls back.
+  if (done.count === 0)
+    throw operationInProgress(
+      `Suppression list ${c.listId} was taken by another import before import ${c.importId} finished; ` +
+        'nothing of it was applied. Retry when the other import has finished.',
+      1,
+    );
 }
