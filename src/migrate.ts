@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { onCitusWorkerNode } from './citus-node';
 import type { Sql } from './db';
 
 const MIGRATIONS_DIR = join(import.meta.dir, '..', 'sql', 'migrations');
@@ -17,7 +18,7 @@ export class MigrationError extends Error {}
 export async function migrate(sql: Sql, log: (msg: string) => void = () => {}): Promise<string[]> {
   const files = await migrationFiles();
   // On a Citus worker the record of migrations is the coordinator's, and so is their DDL.
-  if (await onCitusWorker(sql)) return checkedThroughCoordinator(sql, files);
+  if (await onCitusWorkerNode(sql)) return checkedThroughCoordinator(sql, files);
   const applied: string[] = [];
   await sql.reserve().then(async (conn) => {
     try {
@@ -92,14 +93,6 @@ function pendingMigrations(done: ReadonlyMap<string, string>, files: MigrationFi
       throw new MigrationError(`Migration ${file} changed after it was applied; add a new migration instead.`);
   }
   return pending;
-}
-
-/** True on a worker node of a Citus cluster (API replicas may connect to one, README "Scaling out"). */
-async function onCitusWorker(sql: Sql): Promise<boolean> {
-  const [citus] = await sql`select 1 from pg_extension where extname = 'citus'`;
-  if (!citus) return false;
-  const [node] = await sql<{ coordinator: boolean }[]>`select citus_is_coordinator() as coordinator`;
-  return !node!.coordinator;
 }
 
 /**

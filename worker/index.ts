@@ -23,6 +23,7 @@ import {
   type ImportJobData,
 } from '../src/imports/jobs';
 import { resolveDatabaseUrl, resolveRedisUrl } from '../src/embedded/urls';
+import { onCitusWorkerNode } from '../src/citus-node';
 import { importsFinished } from '../src/metrics/import-pipeline';
 import { serveMetrics } from '../src/metrics/listener';
 import { workerMetrics } from '../src/metrics/worker';
@@ -64,6 +65,14 @@ if (poolSize > config.databasePoolSize)
     poolSize,
   });
 const sql = connect(db.url, poolSize, { appName: config.appName });
+// Its staging tables are Citus DDL, which only the coordinator runs, and its locks (an import's run,
+// its merges, the staging pool's upkeep) must be taken where every worker process takes them.
+if (await onCitusWorkerNode(sql)) {
+  log('error', 'the worker connects to the coordinator of a Citus cluster, not to one of its workers', {
+    hint: 'point DATABASE_URL at the coordinator (API replicas may use any node)',
+  });
+  process.exit(1);
+}
 const storage = await createStore(config);
 const importQueue = createImportQueue(redis.url);
 // Whether the API is busy: merges then pace themselves (src/imports/api-load.ts).
