@@ -158,9 +158,17 @@ async function withSql<T>(port: number, database: string, fn: (sql: postgres.Sql
 const BUILD_PACKAGES = ['libcurl4-openssl-dev', 'liblz4-dev', 'libzstd-dev', 'libkrb5-dev', 'make', 'gcc'];
 
 /**
- * Makes sure PostgreSQL can load Citus: when its library directory lacks citus.so, builds and installs
- * it from the release source tarball `citusSrc`, installing the build packages with apt-get (about
- * 2.5 minutes on 2 cores). One build at a time per data directory.
+ * What a build from source changes in the release (sourceFixes), recorded beside the library it
+ * installs (`citus.so.fixes`). A library recorded with fewer is one of these builds from before a
+ * fix: it is built again. One without the record was installed otherwise, and is left as it is.
+ */
+const SOURCE_FIXES = ['pg15-minor-createdb-privilege', 'local-plan-cache-reuse'];
+
+/**
+ * Makes sure PostgreSQL can load Citus: when its library directory lacks citus.so, or holds one that
+ * this function built before a source fix was added, builds and installs it from the release source
+ * tarball `citusSrc`, installing the build packages with apt-get (about 2.5 minutes on 2 cores).
+ * One build at a time per data directory.
  */
 export async function ensureCitusInstalled(opts: {
   dataDir: string;
@@ -169,7 +177,14 @@ export async function ensureCitusInstalled(opts: {
 }): Promise<void> {
   const bin = await findBinDir();
   const library = join(dirname(bin), 'lib', 'citus.so');
-  if (existsSync(library)) return;
+  const record = `${library}.fixes`;
+  const current = async () => {
+    if (!existsSync(library)) return false;
+    if (!existsSync(record)) return true; // not built here: not ours to replace
+    const fixes = (await readFile(record, 'utf8')).split('\n');
+    return SOURCE_FIXES.every((f) => fixes.includes(f));
+  };
+  if (await current()) return;
   const src = opts.citusSrc;
   if (!src || !existsSync(src)) {
     throw new Error(
@@ -182,7 +197,7 @@ export async function ensureCitusInstalled(opts: {
   }
   await mkdir(opts.dataDir, { recursive: true });
   await withLock(join(opts.dataDir, 'citus-build.lock'), async () => {
-    if (existsSync(library)) return; // built by another starter meanwhile
+    if (await current()) return; // built by another starter meanwhile
     const version = await run([join(bin, 'postgres'), '--version']);
     const major = version.out.match(/\(PostgreSQL\) (\d+)/)?.[1];
     if (!major) throw new Error(`could not tell the PostgreSQL version of ${bin}: ${version.out || version.err}`);
@@ -204,12 +219,37 @@ export async function ensureCitusInstalled(opts: {
       const step = await run(cmd);
       if (step.code !== 0)
         throw new Error(`Citus ${name} failed (exit ${step.code}):\n${(step.err || step.out).slice(-2000)}`);
-      if (name === 'unpack') await adaptToMinor(dir);
+      if (name === 'unpack') await sourceFixes(dir);
     }
     if (!existsSync(library)) throw new Error(`Citus was built from ${src} but ${library} is still missing`);
+    await writeFile(record, `${SOURCE_FIXES.join('\n')}\n`);
     await rm(dir, { recursive: true, force: true });
     opts.log('Citus installed');
   });
+}
+
+/** The release's source as this repository builds it (SOURCE_FIXES names each change). */
+async function sourceFixes(dir: string): Promise<void> {
+  await adaptToMinor(dir);
+  await reuseLocalPlans(dir);
+}
+
+/**
+ * Citus 13.2.2 never finds the local plan it caches for a prepared fast-path statement (one
+ * distributed table, its distribution column bound to a parameter) run on the node that holds the
+ * shard: the lookup requires the persistent plan to hold exactly one task, and a plan whose shard is
+ * chosen at execution holds none. So every execution plans the shard query again and appends
+ * another plan to the prepared statement's cache: 33 KB per execution measured here, without bound,
+ * in every backend an API on a worker node uses (citusdata/citus#8783, fixed upstream by #8824).
+ * The lookup refuses only plans of several tasks, the multi-shard case it was added for (#8371);
+ * the caller caches only single-task executions.
+ */
+async function reuseLocalPlans(dir: string): Promise<void> {
+  const file = join(dir, 'src/backend/distributed/planner/local_plan_cache.c');
+  const text = await readFile(file, 'utf8');
+  const lookup = 'if (list_length(distributedPlan->workerJob->taskList) != 1)';
+  if (!text.includes(lookup)) return;
+  await writeFile(file, text.replace(lookup, 'if (list_length(distributedPlan->workerJob->taskList) > 1)'));
 }
 
 /**
