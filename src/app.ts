@@ -49,6 +49,7 @@ export function buildApp(deps: Deps) {
         cache.live = true;
       }
     },
+    deps.stop,
   );
 
   function errorResponse(error: unknown, request: Request, instance: string, code?: unknown): Response {

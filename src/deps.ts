@@ -16,4 +16,9 @@ export interface Deps {
   readonly circuit?: import('./db-circuit').DatabaseCircuit;
   /** Rate limits per account (src/ratelimit/limiter.ts); absent: none (RATE_LIMITS=false, most tests). */
   readonly limiter?: import('./ratelimit/limiter').RateLimiter;
+  /**
+   * Aborted when the process (or a test) is done with the app: it then ends what it opened beside
+   * the pool, the cache listener's connections to a Citus cluster's other nodes (src/auth/cache.ts).
+   */
+  readonly stop?: AbortSignal;
 }

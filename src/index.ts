@@ -35,7 +35,8 @@ const limiter = config.rateLimits
   : undefined;
 // Requests before Redis answers are admitted without a limit; at start that is a moment, not an outage.
 if (limiter && !(await limiter.ready(2_000))) log('warn', 'rate limit store not reachable at start: no limits yet');
-const deps = { config, sql, storage, queue, load, circuit, limiter };
+const stop = new AbortController();
+const deps = { config, sql, storage, queue, load, circuit, limiter, stop: stop.signal };
 const server = serveApi(deps);
 log('info', 'api listening', { url: `http://${config.host}:${server.port}`, storage: storage.driver });
 
@@ -46,6 +47,7 @@ async function shutdown(signal: string) {
   stopping = true;
   log('info', 'api shutting down', { signal });
   await server.stop(false).catch((e) => log('error', 'server stop failed', errorFields(e)));
+  stop.abort();
   await queue.close().catch(() => {});
   await load.close();
   await limiter?.close();

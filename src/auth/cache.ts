@@ -130,9 +130,18 @@ export class InvalidationListener {
     private readonly sql: Sql,
     private readonly onChange: (change: Invalidation | undefined) => void,
     private readonly onReset: () => void,
-  ) {}
+    /** Ends the connections to other nodes, and listens on no new one, once aborted. */
+    private readonly stop?: AbortSignal,
+  ) {
+    stop?.addEventListener('abort', () => {
+      const nodes = [...this.nodes.values()];
+      this.nodes.clear();
+      for (const node of nodes) void node.end({ timeout: 1 }).catch(() => {});
+    });
+  }
 
   ensureStarted(): void {
+    if (this.stop?.aborted) return;
     if (this.state === 'listening') return this.followNodes();
     if (this.state !== 'idle' || Date.now() < this.retryAt) return;
     // Tests pass stand-ins for an unreachable database that have no listen().
@@ -166,6 +175,7 @@ export class InvalidationListener {
     this.nodesCheckAt = Date.now() + NODE_CHECK_MS;
     clusterNodes(this.sql)
       .then((nodes) => {
+        if (this.stop?.aborted) return;
         const own = this.sql.options;
         for (const { host, port } of nodes) {
           const name = `${host}:${port}`;

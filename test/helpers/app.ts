@@ -39,8 +39,13 @@ export async function testApp(
 ): Promise<TestApp> {
   const db = await createTestDatabase();
   const config = loadConfig({ DOCS_URL, DATA_DIR: '/tmp/contact-service-test', ...env });
-  const sql = observe ? connect(db.url, 10, { debug: (_connection, query) => observe(query) }) : db.sql;
-  const deps: Deps = { config, sql, ...extra };
+  const url = apiNodeUrl(db);
+  const sql =
+    observe || url !== db.url
+      ? connect(url, 10, observe ? { debug: (_connection, query) => observe(query) } : {})
+      : db.sql;
+  const stop = new AbortController();
+  const deps: Deps = { config, sql, stop: stop.signal, ...extra };
   const app = buildApp(deps);
   const accountId = await createAccount(db.sql);
   const key = await createKey(db.sql, accountId);
@@ -68,6 +73,7 @@ export async function testApp(
     return { status: res.status, headers: res.headers, body: parsed };
   }
   async function close(): Promise<void> {
+    stop.abort();
     if (sql !== db.sql) await sql.end({ timeout: 2 });
     await db.drop();
   }
@@ -78,8 +84,9 @@ let apps = 0;
 
 /**
  * A node for an app or an API process to connect to: on a Citus cluster a worker, each call the
- * next one, so that the API runs off the coordinator as README "Scaling out" allows (the fixtures
- * and checks stay on the coordinator, as the admin CLI does); on one PostgreSQL the database's URL.
+ * next one, so that the contract files run with the API off the coordinator, as README "Scaling
+ * out" deploys it (the fixtures and checks stay on the coordinator, as the admin CLI does); on one
+ * PostgreSQL the database's URL.
  */
 export function apiNodeUrl(db: TestDatabase): string {
   return db.workerUrls.length ? db.workerUrls[apps++ % db.workerUrls.length]! : db.url;
