@@ -123,6 +123,11 @@ export class InvalidationListener {
   private retryAt = 0;
   /** Listen-only connections to the cluster's other nodes, by `host:port`. */
   private readonly nodes = new Map<string, Sql>();
+  /**
+   * Where the nodes are looked up: a connection of its own to the app's node, closed when idle, so
+   * that the lookup never takes a place in (or shows among the statements of) the app's pool.
+   */
+  private lookup: Sql | undefined;
   private nodesCheckAt = 0;
   private checkingNodes = false;
 
@@ -134,8 +139,9 @@ export class InvalidationListener {
     private readonly stop?: AbortSignal,
   ) {
     stop?.addEventListener('abort', () => {
-      const nodes = [...this.nodes.values()];
+      const nodes = [...this.nodes.values(), ...(this.lookup ? [this.lookup] : [])];
       this.nodes.clear();
+      this.lookup = undefined;
       for (const node of nodes) void node.end({ timeout: 1 }).catch(() => {});
     });
   }
@@ -168,27 +174,39 @@ export class InvalidationListener {
     );
   }
 
+  /**
+   * A connection of its own to a node: the app's options (credentials, database, TLS) with the
+   * node's address, as postgres.js makes its own listen connection, without the app's hooks.
+   */
+  private connectTo(host: string, port: number, extra: { idle_timeout?: number } = {}): Sql {
+    const own = this.sql.options;
+    return postgres({
+      ...own,
+      host: [host],
+      port: [port],
+      max: 1,
+      debug: false,
+      onclose: undefined,
+      ...extra,
+    } as never) as unknown as Sql;
+  }
+
   /** Listens on the cluster's nodes not listened on yet; at most every NODE_CHECK_MS. */
   private followNodes(): void {
     if (this.checkingNodes || Date.now() < this.nodesCheckAt) return;
     this.checkingNodes = true;
     this.nodesCheckAt = Date.now() + NODE_CHECK_MS;
-    clusterNodes(this.sql)
+    const own = this.sql.options;
+    this.lookup ??= this.connectTo(own.host[0]!, own.port[0]!, { idle_timeout: 5 });
+    clusterNodes(this.lookup)
       .then((nodes) => {
         if (this.stop?.aborted) return;
-        const own = this.sql.options;
-        for (const { host, port } of nodes) {
+        // One PostgreSQL: no other node now, nor later (Citus is not added to a running database).
+        if (nodes === undefined) this.nodesCheckAt = Infinity;
+        for (const { host, port } of nodes ?? []) {
           const name = `${host}:${port}`;
           if (this.nodes.has(name) || (own.host[0] === host && own.port[0] === port)) continue;
-          // The app's own options (credentials, database, TLS) with the node's address, as
-          // postgres.js makes its own listen connection; max 1: it only ever listens.
-          const node = postgres({
-            ...own,
-            host: [host],
-            port: [port],
-            max: 1,
-            debug: false,
-          } as never) as unknown as Sql;
+          const node = this.connectTo(host, port);
           this.nodes.set(name, node);
           this.listenOn(node).catch((error: unknown) => {
             this.nodes.delete(name);
@@ -204,10 +222,10 @@ export class InvalidationListener {
   }
 }
 
-/** The primary nodes of a Citus cluster (coordinator, workers) at the addresses it knows; none on one PostgreSQL. */
-async function clusterNodes(sql: Sql): Promise<{ host: string; port: number }[]> {
+/** The primary nodes of a Citus cluster (coordinator, workers) at the addresses it knows; undefined without Citus. */
+async function clusterNodes(sql: Sql): Promise<{ host: string; port: number }[] | undefined> {
   const [citus] = await sql`select 1 from pg_extension where extname = 'citus'`;
-  if (!citus) return [];
+  if (!citus) return undefined;
   return sql<{ host: string; port: number }[]>`
     select nodename as host, nodeport as port from pg_dist_node where noderole = 'primary' and isactive`;
 }
