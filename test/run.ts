@@ -11,7 +11,8 @@
  * Arguments (a file name, `-t pattern`) narrow the run to one pass: the cluster's when CITUS_WORKERS
  * is set (`CITUS_WORKERS=2 bun test/run.ts test/brands.test.ts`), else the plain one.
  */
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { VENDORED_CITUS_SRC } from '../src/embedded/citus';
 import { startTestServices, testServicesEnv } from './helpers/services';
@@ -26,18 +27,66 @@ const files = (dir: string, keep: (f: string) => boolean = () => true) =>
     .sort()
     .map((f) => `./${dir}/${f}`);
 
-async function pass(env: Record<string, string>, args: string[]): Promise<number> {
+/** Each pass's report (bun's JUnit XML), read for the failures' summary at the end. */
+const reports = mkdtempSync(join(tmpdir(), 'test-run-'));
+
+async function pass(name: string, env: Record<string, string>, args: string[]): Promise<Outcome> {
   const withEnv = { ...process.env, ...env } as Record<string, string>;
   const services = await withProcessEnv(env, () => startTestServices((m) => console.error(m)));
+  const report = join(reports, `${name}.xml`);
   try {
-    const proc = Bun.spawn([process.execPath, 'test', '--timeout', '120000', ...args], {
-      stdio: ['inherit', 'inherit', 'inherit'],
-      env: { ...withEnv, ...testServicesEnv(services) },
-    });
-    return await proc.exited;
+    const proc = Bun.spawn(
+      [process.execPath, 'test', '--timeout', '120000', '--reporter=junit', `--reporter-outfile=${report}`, ...args],
+      { stdio: ['inherit', 'inherit', 'inherit'], env: { ...withEnv, ...testServicesEnv(services) } },
+    );
+    return {
+      name,
+      code: await proc.exited,
+      failures: existsSync(report) ? failuresIn(readFileSync(report, 'utf8')) : [],
+    };
   } finally {
     await services.stop();
   }
+}
+
+interface Outcome {
+  name: string;
+  code: number;
+  failures: string[];
+}
+
+/**
+ * The failed tests of a JUnit report, each as `file > describe > test: first line of the message`.
+ * A run's output is long and CI may show only its end, so the suite repeats them there.
+ */
+function failuresIn(xml: string): string[] {
+  const failed: string[] = [];
+  const unescape = (s: string) =>
+    s
+      .replace(/&#10;/g, ' ')
+      .replace(/&quot;/g, '"')
+      .replace(/&lt;/g, '<')
+      .replace(/&gt;/g, '>')
+      .replace(/&amp;/g, '&');
+  const attr = (tag: string, key: string) => unescape(new RegExp(`\\b${key}="([^"]*)"`).exec(tag)?.[1] ?? '');
+  for (const m of xml.matchAll(/<testcase\b([^>]*[^/])>\s*<failure\b([^>]*)>/g)) {
+    const [, testcase = '', failure = ''] = m;
+    const where = [attr(testcase, 'file'), attr(testcase, 'classname'), attr(testcase, 'name')].filter(Boolean);
+    failed.push(`${where.join(' > ')}: ${attr(failure, 'message').trim().slice(0, 300)}`);
+  }
+  return failed;
+}
+
+/** The end of the output: each pass's outcome and, by name, every test that failed. */
+function summary(outcomes: Outcome[]): string {
+  const lines = ['', 'test/run.ts summary:'];
+  for (const { name, code, failures } of outcomes) {
+    lines.push(`  ${name} pass: ${code === 0 ? 'passed' : `failed (exit ${code})`}`);
+    for (const f of failures) lines.push(`    (fail) ${f}`);
+    if (code !== 0 && failures.length === 0)
+      lines.push('    no test failed by name: see the output above (an error outside a test?)');
+  }
+  return lines.join('\n');
 }
 
 /** startTestServices reads its configuration from process.env. */
@@ -59,11 +108,14 @@ const cluster: Record<string, string> = {
   CITUS_WORKERS: process.env.CITUS_WORKERS ?? '2',
   ...(!process.env.CITUS_SRC && existsSync(VENDORED_CITUS_SRC) && { CITUS_SRC: VENDORED_CITUS_SRC }),
 };
-let code: number;
-if (args.length) code = await pass(process.env.CITUS_WORKERS ? cluster : {}, args);
-else {
-  code = await pass({ CITUS_WORKERS: '0' }, [...files('test'), ...files('bench')]);
-  const second = await pass(cluster, [...files('test', (f) => CONTRACT.test(f)), ...files('test/cluster')]);
-  code ||= second;
+const outcomes: Outcome[] = [];
+if (args.length) {
+  const onCluster = Boolean(process.env.CITUS_WORKERS);
+  outcomes.push(await pass(onCluster ? 'cluster' : 'plain', onCluster ? cluster : {}, args));
+} else {
+  outcomes.push(await pass('plain', { CITUS_WORKERS: '0' }, [...files('test'), ...files('bench')]));
+  outcomes.push(await pass('cluster', cluster, [...files('test', (f) => CONTRACT.test(f)), ...files('test/cluster')]));
 }
-process.exit(code);
+rmSync(reports, { recursive: true, force: true });
+console.error(summary(outcomes));
+process.exit(outcomes.find((o) => o.code !== 0)?.code ?? 0);
