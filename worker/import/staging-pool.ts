@@ -69,6 +69,13 @@ function pooled(setId: string, accountId: string): Staging {
  * The staging of an import's run: on plain PostgreSQL its own tables; on a cluster the set it
  * holds, or else a free one it claims now, or else (the pool is empty: more imports at once than
  * the upkeep made sets for) a set made for it now, at the old cost.
+ *
+ * Sets are made only under the upkeep's lock, by the upkeep or by an import that found none free:
+ * two makers at once slow each other down (each table's distribution takes Citus's colocation
+ * lock), and a worker's first imports, started while its upkeep made the pool's first sets, made
+ * their own beside it (a 4-row import then took 9.8 s, bench/README.md session 23). So an import
+ * that finds no free set while another holds the lock waits for one that it makes, and one that
+ * gets the lock makes its own.
  */
 export async function stagingFor(sql: Sql, job: { id: string; accountId: string }): Promise<Staging> {
   if (!(await onCluster(sql))) return ownStaging(job.id, job.accountId);
@@ -79,11 +86,36 @@ export async function stagingFor(sql: Sql, job: { id: string; accountId: string 
     return pooled(held.id, job.accountId);
   }
   for (;;) {
+    const free = await claimFree(sql, job);
+    if (free) return free;
+    const made = await whileTending(sql, async (conn) => {
+      // The maker before us may have freed or made one since.
+      const freed = await claimFree(conn, job);
+      if (freed) return freed;
+      const id = crypto.randomUUID();
+      // Recorded before its tables, so that none is ever left unrecorded; ready once they all are.
+      await conn`
+        insert into staging_sets (id, layout, import_id, account_id, claimed_at)
+        values (${id}::uuid, ${LAYOUT}, ${job.id}::uuid, ${job.accountId}::uuid, now())`;
+      await makeSet(conn, id);
+      return pooled(id, job.accountId);
+    });
+    if (made) return made;
+    await Bun.sleep(MAKER_WAIT_MS);
+  }
+}
+
+/** How often an import waiting on another maker looks for a free set (a set takes seconds to make). */
+const MAKER_WAIT_MS = 200;
+
+/** A free set claimed for the import, or undefined when none is free. */
+async function claimFree(sql: AnySql, job: { id: string; accountId: string }): Promise<Staging | undefined> {
+  for (;;) {
     // A few candidates in random order: claims of several imports at once rarely meet.
     const free = await sql<{ id: string }[]>`
       select id from staging_sets where import_id is null and ready and layout = ${LAYOUT}
       order by random() limit 4`;
-    if (free.length === 0) break;
+    if (free.length === 0) return undefined;
     for (const { id } of free) {
       const taken = await sql`
         update staging_sets set import_id = ${job.id}::uuid, account_id = ${job.accountId}::uuid, claimed_at = now()
@@ -91,13 +123,26 @@ export async function stagingFor(sql: Sql, job: { id: string; accountId: string 
       if (taken.count === 1) return pooled(id, job.accountId);
     }
   }
-  const id = crypto.randomUUID();
-  // Recorded before its tables, so that none is ever left unrecorded; ready once they all are.
-  await sql`
-    insert into staging_sets (id, layout, import_id, account_id, claimed_at)
-    values (${id}::uuid, ${LAYOUT}, ${job.id}::uuid, ${job.accountId}::uuid, now())`;
-  await makeSet(sql, id);
-  return pooled(id, job.accountId);
+}
+
+/**
+ * `fn` on a connection of its own holding the pool's lock (stagingPoolLock, one holder in the
+ * cluster: the upkeep of one process, or an import making its set), or undefined at once when
+ * another holds it.
+ */
+async function whileTending<T>(sql: Sql, fn: (conn: AnySql) => Promise<T>): Promise<T | undefined> {
+  const conn = await sql.reserve();
+  try {
+    const [lock] = await conn<{ locked: boolean }[]>`select pg_try_advisory_lock(${stagingPoolLock(conn)}) as locked`;
+    if (!lock?.locked) return undefined;
+    try {
+      return await fn(conn);
+    } finally {
+      await conn`select pg_advisory_unlock(${stagingPoolLock(conn)})`.catch(() => {});
+    }
+  } finally {
+    conn.release();
+  }
 }
 
 /** Makes whatever tables of set `id` are missing, then marks it ready. */
@@ -173,41 +218,32 @@ export interface PoolUpkeep {
  */
 export async function tendPool(sql: Sql, keep: number): Promise<PoolUpkeep | undefined> {
   if (!(await onCluster(sql))) return undefined;
-  const conn = await sql.reserve();
-  try {
-    const [lock] = await conn<{ locked: boolean }[]>`select pg_try_advisory_lock(${stagingPoolLock(conn)}) as locked`;
-    if (!lock?.locked) return undefined;
-    try {
-      const done: PoolUpkeep = { freed: 0, dropped: 0, made: 0 };
-      for (const set of await endedHolders(conn)) {
-        if ((await freeSet(conn, set, set.importId, keep)) === 'freed') done.freed++;
-        else done.dropped++;
-      }
-      const unusable = await conn<{ id: string }[]>`
-        select id from staging_sets where import_id is null and layout <> ${LAYOUT}`;
-      for (const { id } of unusable) await dropSet(conn, id);
-      done.dropped += unusable.length;
-      // Half made by an upkeep that was killed: finished.
-      const unfinished = await conn<{ id: string }[]>`
-        select id from staging_sets where import_id is null and not ready and layout = ${LAYOUT}`;
-      for (const { id } of unfinished) await makeSet(conn, id);
-      done.made += unfinished.length;
-      // Sets in use count: the pool is as big as the imports that may run at once, not bigger.
-      const [{ total } = { total: 0 }] = await conn<{ total: number }[]>`
-        select count(*)::int as total from staging_sets where layout = ${LAYOUT}`;
-      for (let n = total; n < keep; n++) {
-        const id = crypto.randomUUID();
-        await conn`insert into staging_sets (id, layout) values (${id}::uuid, ${LAYOUT})`;
-        await makeSet(conn, id);
-        done.made++;
-      }
-      return done;
-    } finally {
-      await conn`select pg_advisory_unlock(${stagingPoolLock(conn)})`.catch(() => {});
+  return whileTending(sql, async (conn) => {
+    const done: PoolUpkeep = { freed: 0, dropped: 0, made: 0 };
+    for (const set of await endedHolders(conn)) {
+      if ((await freeSet(conn, set, set.importId, keep)) === 'freed') done.freed++;
+      else done.dropped++;
     }
-  } finally {
-    conn.release();
-  }
+    const unusable = await conn<{ id: string }[]>`
+      select id from staging_sets where import_id is null and layout <> ${LAYOUT}`;
+    for (const { id } of unusable) await dropSet(conn, id);
+    done.dropped += unusable.length;
+    // Half made by an upkeep that was killed: finished.
+    const unfinished = await conn<{ id: string }[]>`
+      select id from staging_sets where import_id is null and not ready and layout = ${LAYOUT}`;
+    for (const { id } of unfinished) await makeSet(conn, id);
+    done.made += unfinished.length;
+    // Sets in use count: the pool is as big as the imports that may run at once, not bigger.
+    const [{ total } = { total: 0 }] = await conn<{ total: number }[]>`
+      select count(*)::int as total from staging_sets where layout = ${LAYOUT}`;
+    for (let n = total; n < keep; n++) {
+      const id = crypto.randomUUID();
+      await conn`insert into staging_sets (id, layout) values (${id}::uuid, ${LAYOUT})`;
+      await makeSet(conn, id);
+      done.made++;
+    }
+    return done;
+  });
 }
 
 /**
