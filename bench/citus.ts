@@ -16,6 +16,9 @@ import type { ShapeRun } from './shape-steps';
 import { runSmall, type SmallRun } from './small-import';
 import { cpuSampler, httpStep, importA } from './steps';
 import { contactStorage, type ContactStorage } from './storage';
+import type { Sql } from '../src/db';
+import { citusWorkerUrls } from '../src/embedded/citus';
+import { LAYOUT } from '../worker/import/staging-pool';
 
 export interface DatabaseRun {
   /** `single node`, or `citus 1+2` (the coordinator and 2 workers) */
@@ -29,6 +32,8 @@ export interface DatabaseRun {
   storage?: ContactStorage;
   /** step `small` (small-import.ts): imports of a few rows, each alone */
   small?: SmallRun;
+  /** on a cluster, the worker that holds the bench account's shards (`worker-2`) */
+  accountNode?: string;
 }
 
 /** Every node's WAL between checkpoints: max_wal_size of the embedded cluster's nodes (src/embedded/citus.ts). */
@@ -70,6 +75,9 @@ export async function runOnCitus(
     const stopService = once(() => service.stop());
     onStop(stopService);
     try {
+      // A new cluster's worker makes its staging pool first (worker/import/staging-pool.ts): once
+      // per cluster, not per import, so the imports are timed with it made; its time is printed.
+      await stagingPoolMade(infra.sql, infra.config.workerConcurrency, label, log);
       const account = await createBenchAccount(infra.sql, `${opts.runId} ${label}`);
       const ctx = { baseUrl: service.baseUrl, sql: infra.sql, workerPid: service.worker.proc.pid };
       const sampleCpu = await cpuSampler(infra, service);
@@ -81,7 +89,14 @@ export async function runOnCitus(
       if (opts.steps.small) run.small = await runSmall(ctx, `${opts.runId} ${label}`, log);
       if (opts.steps.http) {
         const rows = opts.steps.a ? opts.fileA.rows : 0;
-        run.http = await httpStep(infra, service, account, rows, { ...opts.httpOpts, sampleCpu }, opts.runId, log);
+        // Beside the API on the coordinator, one connected to each worker (README "Scaling out"):
+        // on the account's, its statements run where its shards are; on another, they pass through it.
+        const workers = await citusWorkerUrls(infra.databaseUrl);
+        const nodeApis = workers.map((databaseUrl, k) => ({ name: `api-on-worker-${k + 1}` as const, databaseUrl }));
+        run.accountNode = await accountNode(infra.sql, account.id, workers);
+        log(`[bench] ${label}: the bench account's shards are on ${run.accountNode}`);
+        const httpOpts = { ...opts.httpOpts, sampleCpu };
+        run.http = await httpStep(infra, service, account, rows, httpOpts, opts.runId, log, nodeApis);
       }
       return run;
     } finally {
@@ -90,4 +105,27 @@ export async function runOnCitus(
   } finally {
     await stopInfra();
   }
+}
+
+/** Waits until the worker's upkeep has made `keep` staging sets of this layout (10 minutes at most). */
+async function stagingPoolMade(sql: Sql, keep: number, label: string, log: (m: string) => void): Promise<void> {
+  const started = performance.now();
+  for (;;) {
+    const [{ ready } = { ready: 0 }] = await sql<{ ready: number }[]>`
+      select count(*)::int as ready from staging_sets where ready and layout = ${LAYOUT}`;
+    const seconds = (performance.now() - started) / 1000;
+    if (ready >= keep) return log(`[bench] ${label}: the staging pool's ${keep} sets made in ${seconds.toFixed(1)} s`);
+    if (seconds > 600) throw new Error(`${label}: the worker made ${ready} of ${keep} staging sets in 10 minutes`);
+    await Bun.sleep(250);
+  }
+}
+
+/** `worker-k`: the worker of `workers` (citusWorkerUrls' order) holding the account's contacts shard. */
+async function accountNode(sql: Sql, accountId: string, workers: string[]): Promise<string> {
+  const [row] = await sql<{ port: number }[]>`
+    select n.nodeport as port from pg_dist_placement p join pg_dist_node n using (groupid)
+    where p.shardid = get_shard_id_for_distribution_column('contacts', ${accountId}::uuid) and n.noderole = 'primary'`;
+  const k = workers.findIndex((u) => new URL(u).port === String(row?.port));
+  if (k < 0) throw new Error(`the account's contacts shard is on no worker of ${workers.join(', ')}`);
+  return `worker-${k + 1}`;
 }

@@ -10,8 +10,11 @@ import { cpuDelta, type CpuSample } from './cpu';
 import { median, type HttpRow } from './report';
 
 export interface HttpTarget {
-  /** `api-no-limits`: the same API with RATE_LIMITS=false, what the limits cost measured in the same run. */
-  name: 'api' | 'api-no-limits' | 'baseline';
+  /**
+   * `api-no-limits`: the same API with RATE_LIMITS=false, what the limits cost measured in the same
+   * run; `api-on-worker-1` …: on a Citus cluster, an API connected to that worker (bench/citus.ts).
+   */
+  name: 'api' | 'api-no-limits' | 'baseline' | `api-on-${string}`;
   baseUrl: string;
   headers: Record<string, string>;
 }
@@ -134,7 +137,7 @@ interface Measured {
  * to the baseline of the same round, its CPU per request all rounds' CPU over all their answers.
  */
 export async function runHttp(
-  targets: { api: HttpTarget; baseline: HttpTarget; noLimits?: HttpTarget },
+  targets: { api: HttpTarget; baseline: HttpTarget; noLimits?: HttpTarget; others?: HttpTarget[] },
   pool: readonly PoolContact[],
   sql: Sql,
   accountId: string,
@@ -142,7 +145,12 @@ export async function runHttp(
   runId: string,
   log: (m: string) => void,
 ): Promise<HttpRow[]> {
-  const servers = [targets.baseline, ...(targets.noLimits ? [targets.noLimits] : []), targets.api];
+  const servers = [
+    targets.baseline,
+    ...(targets.noLimits ? [targets.noLimits] : []),
+    targets.api,
+    ...(targets.others ?? []),
+  ];
   const scenarios = ['GET', 'POST', 'PATCH'] as const;
   const runs = new Map<string, Measured[]>();
   for (let round = 0; round < opts.rounds; round++) {

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { FileMeta } from './generate';
 import type { GzipRun } from './gzip-import';
 import type { ImportRun } from './import-flow';
+import type { HttpTarget } from './http';
 import type { ReportCostFile } from './report-cost';
 import { idleReference, type MixedRun } from './mixed';
 import type { DatabaseRun } from './citus';
@@ -73,7 +74,7 @@ export interface LoadRow {
 
 export interface HttpRow {
   scenario: string;
-  target: 'api' | 'api-no-limits' | 'baseline';
+  target: HttpTarget['name'];
   reqPerSec: number;
   p50: number;
   p99: number;
@@ -288,13 +289,27 @@ export function sideBySide(single: DatabaseRun, cluster: DatabaseRun, fileA: Fil
   }
   if (single.small || cluster.small)
     pair('small import seconds (median of 5)', single.small?.median, cluster.small?.median, 2);
-  for (const h of single.http.length ? single.http : cluster.http) {
+  const clusterOnly = cluster.http.filter((c) => !single.http.some((r) => r.target === c.target));
+  for (const h of [...(single.http.length ? single.http : cluster.http), ...clusterOnly]) {
     const other = cluster.http.find((r) => r.scenario === h.scenario && r.target === h.target);
     const mine = single.http.find((r) => r.scenario === h.scenario && r.target === h.target);
     pair(`${h.scenario} ${h.target} req/s`, mine?.reqPerSec, other?.reqPerSec, 0, true);
     pair(`${h.scenario} ${h.target} p99 ms`, mine?.p99, other?.p99, 1);
   }
-  const head = ['', single.label, cluster.label, `x ${single.label}`];
+  // Issue 40's figure: the database's CPU per request, summed over every node, against one
+  // PostgreSQL's through the API on it; on the cluster for each API (on the coordinator, on each worker).
+  const databaseMs = (h: HttpRow) =>
+    h.cpuMsPerRequest &&
+    Object.entries(h.cpuMsPerRequest)
+      .filter(([p]) => p === 'postgres' || p === 'coordinator' || p.startsWith('worker-'))
+      .reduce((a, [, v]) => a + v, 0);
+  for (const h of cluster.http.filter((r) => r.target === 'api' || r.target.startsWith('api-on-'))) {
+    const mine = single.http.find((r) => r.scenario === h.scenario && r.target === 'api');
+    const where = h.target === 'api' ? 'api (coordinator)' : h.target;
+    pair(`${h.scenario} ${where} database CPU ms/request`, mine && databaseMs(mine), databaseMs(h), 3);
+  }
+  const accountOn = cluster.accountNode ? ` (the account's shards on ${cluster.accountNode})` : '';
+  const head = ['', single.label, `${cluster.label}${accountOn}`, `x ${single.label}`];
   const storage = cluster.storage?.nodes.length
     ? `\n${cluster.label} contacts per node: ${cluster.storage.nodes
         .map((n) => `${n.node} ${fmtInt(n.contacts)} in ${n.shards} shards, ${fix(n.bytes / 1e6, 0)} MB`)

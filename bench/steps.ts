@@ -75,29 +75,39 @@ export async function httpStep(
   opts: HttpOptions,
   runId: string,
   log: (m: string) => void,
+  /** More APIs measured beside the service's, each its own process on its own database URL (bench/citus.ts). */
+  nodeApis: { name: `api-on-${string}`; databaseUrl: string }[] = [],
 ): Promise<HttpRow[]> {
   const baseline = await startBaseline(infra, account);
-  const unlimited = await service.startApi('api-no-limits', { RATE_LIMITS: 'false' }).catch(async (e: unknown) => {
-    await baseline.stop();
-    throw e;
-  });
+  const started: Awaited<ReturnType<Service['startApi']>>[] = [];
+  const stopAll = () => Promise.all([baseline.stop(), ...started.map((a) => stopChild(a.child))]);
   try {
+    started.push(await service.startApi('api-no-limits', { RATE_LIMITS: 'false' }));
+    for (const n of nodeApis) started.push(await service.startApi(n.name, { DATABASE_URL: n.databaseUrl }));
+  } catch (e) {
+    await stopAll();
+    throw e;
+  }
+  try {
+    const [unlimited, ...others] = started as [(typeof started)[number], ...typeof started];
     const pool = await baseline.pool(importedRows);
     const headers = { authorization: `Bearer ${account.key}` };
     const api = { name: 'api' as const, baseUrl: service.baseUrl, headers };
     const noLimits = { name: 'api-no-limits' as const, baseUrl: unlimited.baseUrl, headers };
+    const nodeTargets = others.map((o, k) => ({ name: nodeApis[k]!.name, baseUrl: o.baseUrl, headers }));
     // The baseline server's own CPU beside the service's processes: what a request costs each side whole.
     const probes = [
       { name: 'baseline', pid: baseline.pid },
       { name: 'api-no-limits', pid: unlimited.child.proc.pid },
+      ...others.map((o, k) => ({ name: nodeApis[k]!.name, pid: o.child.proc.pid })),
     ];
     const withBaseline =
       opts.sampleCpu && (async () => ({ ...(await opts.sampleCpu!()), ...(await sampleCpu(probes)) }));
     const httpOpts = { ...opts, sampleCpu: withBaseline };
-    const targets = { api, baseline: baseline.target, noLimits };
+    const targets = { api, baseline: baseline.target, noLimits, others: nodeTargets };
     return await runHttp(targets, pool, infra.sql, account.id, httpOpts, runId, log);
   } finally {
-    await Promise.all([baseline.stop(), stopChild(unlimited.child)]);
+    await stopAll();
   }
 }
 
