@@ -43,6 +43,7 @@ import {
   sideBySide,
   smallLine,
   cpuTable,
+  clusterCpuTargets,
   writeResults,
   type HttpRow,
   type LoadRow,
@@ -397,6 +398,7 @@ async function main(): Promise<number> {
       ...(events ? eventsTargets(events) : []),
       ...(suppressionCheck ? suppressionCheckTargets(suppressionCheck) : []),
       ...smallTargets(citus?.small),
+      ...clusterCpuTargets(single, citus),
     ];
     result.targets = targets;
     const sizes = shown.map((r) => `${SHAPES[r.shape].label('file A')} ${(r.files.a.bytes / 1e9).toFixed(2)} GB`);

@@ -9,6 +9,7 @@ import type { FileMeta } from './generate';
 import type { GzipRun } from './gzip-import';
 import type { ImportRun } from './import-flow';
 import type { HttpTarget } from './http';
+import type { Target } from './summary';
 import type { ReportCostFile } from './report-cost';
 import { idleReference, type MixedRun } from './mixed';
 import type { DatabaseRun } from './citus';
@@ -298,12 +299,7 @@ export function sideBySide(single: DatabaseRun, cluster: DatabaseRun, fileA: Fil
   }
   // Issue 40's figure: the database's CPU per request, summed over every node, against one
   // PostgreSQL's through the API on it; on the cluster for each API (on the coordinator, on each worker).
-  const databaseMs = (h: HttpRow) =>
-    h.cpuMsPerRequest &&
-    Object.entries(h.cpuMsPerRequest)
-      .filter(([p]) => p === 'postgres' || p === 'coordinator' || p.startsWith('worker-'))
-      .reduce((a, [, v]) => a + v, 0);
-  for (const h of cluster.http.filter((r) => r.target === 'api' || r.target.startsWith('api-on-'))) {
+  for (const h of cluster.http.filter(isApi)) {
     const mine = single.http.find((r) => r.scenario === h.scenario && r.target === 'api');
     const where = h.target === 'api' ? 'api (coordinator)' : h.target;
     pair(`${h.scenario} ${where} database CPU ms/request`, mine && databaseMs(mine), databaseMs(h), 3);
@@ -318,6 +314,40 @@ export function sideBySide(single: DatabaseRun, cluster: DatabaseRun, fileA: Fil
   const measured = [single, cluster].some((r) => r.importA?.cpu || r.http.some((h) => h.cpuMsPerRequest));
   const cpu = measured ? `\n\n${cpuTable([single, cluster], fileA)}` : '';
   return `${table(head, rows)}${storage}${cpu}`;
+}
+
+/** The service's APIs among the HTTP step's targets: on the single node `api`; on a cluster also `api-on-worker-k`. */
+const isApi = (h: HttpRow) => h.target === 'api' || h.target.startsWith('api-on-');
+
+/** The database's CPU per answered request: PostgreSQL's, or every node's of a cluster summed. */
+const databaseMs = (h: HttpRow) =>
+  h.cpuMsPerRequest &&
+  Object.entries(h.cpuMsPerRequest)
+    .filter(([p]) => p === 'postgres' || p === 'coordinator' || p.startsWith('worker-'))
+    .reduce((a, [, v]) => a + v, 0);
+
+/** Issue 40's target: per request kind, the cluster's database CPU through its cheapest API ≤ 2 × the single node's. */
+export const CLUSTER_CPU_RATIO = 2;
+
+export function clusterCpuTargets(single: DatabaseRun, cluster: DatabaseRun | undefined): Target[] {
+  if (!cluster) return [];
+  const targets: Target[] = [];
+  for (const scenario of ['GET', 'POST', 'PATCH']) {
+    const one = single.http.find((r) => r.scenario === scenario && r.target === 'api');
+    const oneMs = one && databaseMs(one);
+    const best = cluster.http
+      .filter((r) => r.scenario === scenario && isApi(r) && databaseMs(r) !== undefined)
+      .sort((a, b) => databaseMs(a)! - databaseMs(b)!)[0];
+    if (!oneMs || !best) continue;
+    const ratio = databaseMs(best)! / oneMs;
+    targets.push({
+      name: `${scenario} database CPU per request, the cluster (all nodes, via ${best.target}) vs one PostgreSQL`,
+      value: `${ratio.toFixed(2)} x`,
+      target: `<= ${CLUSTER_CPU_RATIO} x`,
+      pass: ratio <= CLUSTER_CPU_RATIO,
+    });
+  }
+  return targets;
 }
 
 const rowsPerSecond = (r: DatabaseRun, fileA: FileMeta) => (r.importA ? fileA.rows / r.importA.seconds : undefined);
