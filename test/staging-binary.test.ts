@@ -36,8 +36,9 @@ async function roundTrip(rows: StagedRow[], batch: number): Promise<Back[]> {
     await sink.flush();
     expect(sink.rows).toBe(rows.length);
     return await conn.unsafe<Back[]>(
-      `select row_no::text, replace(email_md5::text, '-', '') as md5, email, attributes, brand_ids::text[] as brand_ids,
-              attribute_count
+      // The attributes as the dedupe reads them: the staged JSON text parsed (worker/import/dedupe.ts).
+      `select row_no::text, replace(email_md5::text, '-', '') as md5, email, attributes::jsonb as attributes,
+              brand_ids::text[] as brand_ids, attribute_count
        from ${table} where account_id = $1::uuid order by ${table}.row_no`,
       [accountId],
     );

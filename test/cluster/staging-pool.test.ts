@@ -98,3 +98,32 @@ test('none free: an import waits for the set another maker frees, makes its own 
     where id = any(${sql.array(taken.map((t) => t.id))}::uuid[])`;
   expect([...(await sql`select id from staging_sets where import_id is not null`)]).toEqual([]);
 });
+
+test('a set held over an upgrade (layout 1: jsonb attributes) is brought to this layout, rows kept', async () => {
+  const sql = bed.db.sql;
+  const account = await createAccount(sql);
+  const job = { id: crypto.randomUUID(), accountId: account };
+  const { tables } = await stagingFor(sql, job);
+  // As an older worker made and filled it.
+  await sql.unsafe(`alter table ${tables.rows} alter column attributes type jsonb using attributes::jsonb`);
+  await sql`update staging_sets set layout = 1 where import_id = ${job.id}::uuid`;
+  await sql.unsafe(
+    `insert into ${tables.rows} (account_id, row_no, email_md5, email, attributes, brand_ids, attribute_count)
+     values ($1::uuid, 1, md5('a@b.co')::uuid, 'a@b.co', '{"n": 1}', '{}', 1)`,
+    [account],
+  );
+
+  const resumed = await stagingFor(sql, job);
+  expect(resumed.tables).toEqual(tables);
+  const [set] = await sql<{ layout: number }[]>`select layout from staging_sets where import_id = ${job.id}::uuid`;
+  const [column] = await sql<{ type: string }[]>`
+    select format_type(atttypid, atttypmod) as type from pg_attribute
+    where attrelid = ${tables.rows}::regclass and attname = 'attributes'`;
+  const rows = await sql.unsafe<{ attributes: string }[]>(`select attributes from ${tables.rows}`);
+  expect({ layout: set?.layout, type: column?.type, rows: [...rows] }).toEqual({
+    layout: LAYOUT,
+    type: 'text',
+    rows: [{ attributes: '{"n": 1}' }],
+  });
+  await releaseStaging(sql, job.id, 4);
+});

@@ -129,6 +129,7 @@ async function buildPart(
     // on a cluster runs whole on the node of its shards (the window's order is the DISTINCT ON's: one sort).
     await renewTable(tx, s, part.table, [mergePartDdl(part.table)]);
     // Sources follow email_md5 order, so numbering each on from the rows before it numbers the part.
+    // The attributes are staged as JSON text (rowsTableDdl) and parsed here, once per email kept.
     let count = 0;
     // Each slice's sort, and the key's, is a piece: while the API is busy one part's at a time (pace.ts).
     for (const source of sources) {
@@ -136,8 +137,8 @@ async function buildPart(
         tx.unsafe(
           `
         insert into ${part.table}
-        select account_id, $2::int8 + row_number() over (order by email_md5), email_md5, row_no, email, attributes,
-               brand_ids, attribute_count
+        select account_id, $2::int8 + row_number() over (order by email_md5), email_md5, row_no, email,
+               attributes::jsonb, brand_ids, attribute_count
         from (
           select distinct on (email_md5) account_id, email_md5, row_no, email, attributes, brand_ids, attribute_count
           from ${source}

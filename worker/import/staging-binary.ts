@@ -10,13 +10,12 @@ import type { StagedRow } from './cells';
  * parser is a general one, and slow), and the worker had to write the md5 as 32 hex digits and
  * escape backslashes for it. The same 995,046 staged rows of the bench's 1M-row file A, COPYed
  * with psql into the staging table, alternating: text 24.8-31.6 s, binary 18.9-25.0 s on a busy
- * machine; into text columns without any parse 4.6 s (bench/README.md, session 19). Only the
- * attributes are still parsed: jsonb's binary input is a version byte and the JSON text.
+ * machine; into text columns without any parse 4.6 s (bench/README.md, session 19). The
+ * attributes go as text, the JSON object's, parsed by the dedupe (rowsTableDdl says why).
  */
 
 const FIELDS = 6; // row_no, email_md5, email, attributes, brand_ids, attribute_count
 const UUID_OID = 2950;
-const JSONB_VERSION = 1;
 
 /** Rows written into a growing buffer, handed over in pieces (take). */
 export class StagingBytes {
@@ -56,10 +55,9 @@ export class StagingBytes {
     const email = b.write(r.email, p + 4);
     b.writeInt32BE(email, p);
     p += 4 + email;
-    // jsonb: its version, then the object's text.
+    // The object's text.
     const json = p;
     p += 4;
-    b[p++] = JSONB_VERSION;
     b[p++] = 0x7b; // {
     p += b.write(r.attributes, p);
     b[p++] = 0x7d; // }

@@ -41,7 +41,7 @@ import {
  * The layout of a set's tables (setDdl): raised with any change to them. Sets of another layout are
  * never claimed and are dropped once free, so workers of two versions can share the pool.
  */
-export const LAYOUT = 1;
+export const LAYOUT = 2; // 2: the rows table's attributes as text (staging.ts rowsTableDdl)
 
 /** Every table of a set with the DDL that makes it (each `if not exists`), in the order they are made. */
 function setDdl(t: StagingTables): [table: string, ddl: string][] {
@@ -79,9 +79,10 @@ function pooled(setId: string, accountId: string): Staging {
  */
 export async function stagingFor(sql: Sql, job: { id: string; accountId: string }): Promise<Staging> {
   if (!(await onCluster(sql))) return ownStaging(job.id, job.accountId);
-  const [held] = await sql<{ id: string; ready: boolean }[]>`
-    select id, ready from staging_sets where import_id = ${job.id}::uuid`;
+  const [held] = await sql<{ id: string; ready: boolean; layout: number }[]>`
+    select id, ready, layout from staging_sets where import_id = ${job.id}::uuid`;
   if (held) {
+    if (held.layout !== LAYOUT) await toLayout(sql, held.id);
     if (!held.ready) await makeSet(sql, held.id); // a run killed while it made the set
     return pooled(held.id, job.accountId);
   }
@@ -103,6 +104,21 @@ export async function stagingFor(sql: Sql, job: { id: string; accountId: string 
     if (made) return made;
     await Bun.sleep(MAKER_WAIT_MS);
   }
+}
+
+/**
+ * A set held over an upgrade (its import begun by an older worker, resumed by this one) brought to
+ * this LAYOUT, rows kept. Free sets of another layout are dropped instead (tendPool). Layout 1's
+ * rows table held the attributes as jsonb.
+ */
+async function toLayout(sql: AnySql, id: string): Promise<void> {
+  const { rows } = stagingTables(id);
+  const [column] = await sql<{ type: string }[]>`
+    select format_type(atttypid, atttypmod) as type from pg_attribute
+    where attrelid = to_regclass(${rows}) and attname = 'attributes' and not attisdropped`;
+  if (column?.type === 'jsonb')
+    await sql.unsafe(`alter table ${rows} alter column attributes type text using attributes::text`);
+  await sql`update staging_sets set layout = ${LAYOUT} where id = ${id}::uuid`;
 }
 
 /** How often an import waiting on another maker looks for a free set (a set takes seconds to make). */

@@ -251,6 +251,13 @@ export function planTableDdl(table: string): string {
  * sent (keys of `attributes`): a row that sends every attribute of the schema replaces a contact's
  * attributes whole under `overwrite`, and merge-batch.sql skips the jsonb merge for it.
  *
+ * `attributes` is the JSON object's text, which the worker wrote (always valid JSON), parsed into
+ * jsonb by the dedupe for the rows it keeps. As jsonb it was parsed on its way in: on a Citus
+ * cluster by the coordinator, for every row, and printed again for the worker, which parsed it a
+ * second time (Citus skips that parse for a text COPY, not for a binary one): the coordinator's
+ * read went from 4.35 to 9.85 CPU s per 1M rows when the COPY became binary (bench/README.md,
+ * session 29).
+ *
  * With `slices` > 1 the table is partitioned by email_md5 range into that many equal slices
  * (stagingSlices), named `<table>_<i>` in email_md5 order; the COPY into the table routes each row.
  * One statement per element, in order.
@@ -261,7 +268,7 @@ export function rowsTableDdl(table: string, accountDefault: string, slices = 1):
       row_no     bigint not null,
       email_md5  uuid   not null,
       email      text   not null,
-      attributes jsonb  not null,
+      attributes text   not null,
       brand_ids  uuid[] not null,
       attribute_count int2 not null`;
   if (slices <= 1) return [`create unlogged table if not exists ${table} (${columns}\n    ) ${STAGING_STORAGE}`];
