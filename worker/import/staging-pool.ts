@@ -39,7 +39,9 @@ import {
 
 /**
  * The layout of a set's tables (setDdl): raised with any change to them. Sets of another layout are
- * never claimed and are dropped once free, so workers of two versions can share the pool.
+ * never claimed and are dropped once free, so workers of two versions can share the pool. A set an
+ * import holds is brought to this layout when a worker of this version runs the import (toLayout):
+ * an import is not handed back to an older worker after that, as in any upgrade that goes forward.
  */
 export const LAYOUT = 2; // 2: the rows table's attributes as text (staging.ts rowsTableDdl)
 
