@@ -22,6 +22,7 @@ import { suppressionListRoutes } from './suppressions';
 import { suppressionCheckRoutes } from './suppressions/check-routes';
 import { contactRoutes, takesKeyClaims } from './contacts';
 import { ContactFastPath } from './contacts/fast-path';
+import { AccountNodes } from './account-nodes';
 import { importRoutes } from './imports';
 import { eventRoutes } from './events';
 import { webhookEndpointRoutes } from './webhooks';
@@ -32,7 +33,9 @@ export function buildApp(deps: Deps) {
   const { config, sql, limiter } = deps;
   const authenticator = new Authenticator(sql);
   // Without the fast path no request starts on a cached key claim: each is authenticated up front.
-  const fastPath = config.contactFastPath ? new ContactFastPath(sql, authenticator.keys) : undefined;
+  const fastPath = config.contactFastPath
+    ? new ContactFastPath(sql, authenticator.keys, new AccountNodes(sql, deps.nodePool, deps.stop))
+    : undefined;
   const caches = fastPath ? [authenticator.keys, fastPath.schemas] : [authenticator.keys];
   const listener = new InvalidationListener(
     sql,

@@ -28,10 +28,13 @@ export function connect(
     connectTimeout?: number;
     /** Seconds before connecting again after `failures` failed attempts (reconnectDelaySeconds unless given). */
     reconnectDelay?: (failures: number) => number;
+    /** Another server than the URL's, with the URL's credentials and database (a node of a Citus cluster). */
+    node?: { host: string; port: number };
   } = {},
 ): Sql {
   const sql = postgres(url, {
     max,
+    ...(options.node && { host: options.node.host, port: options.node.port }),
     ...(options.debug && { debug: options.debug }),
     ...(options.onclose && { onclose: options.onclose }),
     idle_timeout: 30,

@@ -21,4 +21,9 @@ export interface Deps {
    * the pool, the cache listener's connections to a Citus cluster's other nodes (src/auth/cache.ts).
    */
   readonly stop?: AbortSignal;
+  /**
+   * Opens a pool like `sql` to another node of a Citus cluster, where the contact fast path sends an
+   * account's statements (src/account-nodes.ts); absent: every statement goes through `sql`.
+   */
+  readonly nodePool?: import('./account-nodes').NodePoolFactory;
 }

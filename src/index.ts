@@ -1,4 +1,5 @@
 import { loadConfigOrExit } from './config';
+import type { NodeAddress } from './account-nodes';
 import { connect } from './db';
 import { errorFields, log, setLogLevel } from './log';
 import { serveApi } from './http/server';
@@ -36,7 +37,10 @@ const limiter = config.rateLimits
 // Requests before Redis answers are admitted without a limit; at start that is a moment, not an outage.
 if (limiter && !(await limiter.ready(2_000))) log('warn', 'rate limit store not reachable at start: no limits yet');
 const stop = new AbortController();
-const deps = { config, sql, storage, queue, load, circuit, limiter, stop: stop.signal };
+// The contact fast path's pools to the cluster's other nodes, opened on first use (src/account-nodes.ts).
+const nodePool = (node: NodeAddress) =>
+  connect(db.url, config.databasePoolSize, { appName: config.appName, node, onclose: () => circuit.suspect() });
+const deps = { config, sql, storage, queue, load, circuit, limiter, stop: stop.signal, nodePool };
 const server = serveApi(deps);
 log('info', 'api listening', { url: `http://${config.host}:${server.port}`, storage: storage.driver });
 

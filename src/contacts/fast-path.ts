@@ -1,6 +1,6 @@
-import type postgres from 'postgres';
 import type { KeyClaim, KeyRow } from '../auth/authenticate';
 import { LiveCache } from '../auth/cache';
+import { AccountNodes } from '../account-nodes';
 import type { AnySql, Sql } from '../db';
 import { ApiError } from '../errors';
 import { versionedAttributes } from '../schema/service';
@@ -9,56 +9,47 @@ import { readCreateRequest } from './create-request';
 import { md5ToUuid } from './email';
 import type { ContactBody, CreateContactInput } from './model';
 import { toContact, type ContactRow } from './store';
-import { bulkOperationJoin, contactWriteLock, contactWriteLockInInsert } from './write-guard';
-import {
-  brandSubscribeEvents,
-  contactColumns,
-  insertContact,
-  liveBrandsAmong,
-  patchedAttributes,
-  seedAddressOf,
-} from './write-sql';
+import { brandSubscribeEvents, contactColumns, insertContact, liveBrandsAmong, patchedAttributes } from './write-sql';
 
 /**
  * GET, POST (a new email) and PATCH of one contact as ONE statement each, for the common case (a
- * POST that publishes brand-subscribe events adds the events' insert, in one transaction).
+ * POST with brands checks them first and may publish their subscribe events, in one transaction).
  *
  * The plain paths in service.ts cost 3 (GET) and about 8 (POST, PATCH) round trips: key lookup,
  * schema, existence check, begin, bulk-operation check, lock, check, write, commit. Here the key and
  * the schema come from in-process caches (src/auth/cache.ts) together with the account's
  * cache_versions they were read at, and the statement re-reads those two counters (one index
  * probe): unchanged counters mean, in the statement's own snapshot, an unchanged key and schema.
- * The write guard runs inside the statement: a recorded bulk operation refuses the write at once,
- * otherwise contact_write_lock (sql/migrations/0010_write_guard_one_frame.sql) takes the shared lock
- * and checks again with a fresh snapshot.
+ *
+ * Each statement is on contacts alone, with its checks in two database functions
+ * (sql/migrations/0017_account_node_fast_path.sql): contact_versions, the counters a GET returns, and
+ * contact_write_admitted, a write's checks (counters, bulk operation, seed address) and then its
+ * write lock (the guard of write-guard.ts). On a Citus cluster such a statement, sent to the node of
+ * the account's shards (src/account-nodes.ts), takes Citus's fast path and runs there alone; a join
+ * of the same tables went through its router planner at five times the cost.
  *
  * No rule of a write is spelled here: the request's (create-request.ts, AttributeSchema.read), the
- * write's SQL (write-sql.ts) and the guard's (write-guard.ts) are the plain path's own, composed
- * into one statement behind `allowed` (the patch) or `admitted` (the create) below.
+ * write's SQL (write-sql.ts) and the guard's (write-guard.ts, contact_write_admitted) are the plain
+ * path's own.
  *
  * Each function either completes the request exactly as the plain path would, or changes nothing
  * and returns undefined; the caller then confirms the key and runs the plain path, which decides
  * every refusal (401, 403, 400, 404, 409) and every merge. So no answer other than success ever
  * rests on a cached value, and the order of checks of DESIGN.md is the plain path's.
- *
- * The statements are joins with their columns spelled out (fragments, not sql(list) helpers): every
- * subquery and CTE costs executor set-up even when it does nothing (a GET written with scalar
- * subqueries cost about 100 µs of database CPU, as joins about 60 µs, the baseline's bare select
- * 40 µs), and postgres.js builds sql(list) helpers with keyword regexes over the whole statement on
- * every call.
  */
-
-type Fragment = postgres.Fragment;
 
 interface CachedSchema {
   readonly version: number;
   readonly schema: AttributeSchema;
 }
 
-interface Versions {
-  keys_version: number;
-  schema_version: number;
+/** contact_versions(account): the account's counters of cache_versions, [keys, schema]. */
+interface CounterRow {
+  versions: [keys: number | string, schema: number | string];
 }
+
+const keysVersion = (row: CounterRow) => Number(row.versions[0]);
+const schemaVersion = (row: CounterRow) => Number(row.versions[1]);
 
 export class ContactFastPath {
   /** Account id → its custom attributes at a schema version. */
@@ -67,27 +58,25 @@ export class ContactFastPath {
   constructor(
     private readonly sql: Sql,
     private readonly keys: LiveCache<KeyRow>,
+    private readonly nodes: AccountNodes = new AccountNodes(sql),
   ) {}
 
   async get(claim: KeyClaim, md5: string): Promise<ContactBody | undefined> {
-    const { sql } = this;
     const accountId = claim.auth.accountId;
-    const [row] = await sql<(Versions & ContactRow)[]>`
-      select coalesce(v.keys, 0) as keys_version, coalesce(v.schema, 0) as schema_version, ${contactColumns(sql)}
-      from (select) as one
-      left join cache_versions v on v.account_id = ${accountId}
-      left join contacts c on c.account_id = ${accountId} and c.email_md5 = ${md5ToUuid(md5)}`;
-    if (!row || !this.keyCurrent(claim, row) || row.email_md5 === null) return undefined;
+    const db = this.nodes.for(accountId);
+    const [row] = await db<(CounterRow & ContactRow)[]>`
+      select contact_versions(account_id) as versions, ${contactColumns(db)}
+      from contacts where account_id = ${accountId} and email_md5 = ${md5ToUuid(md5)}`;
+    if (!row || !this.keyCurrent(claim, row)) return undefined;
     let cached = this.schemas.get(accountId);
     // The schema changed since it was cached (or never was): read it now. The plain path reads the
     // contact and the schema in two statements as well.
-    if (cached?.version !== row.schema_version) cached = await this.loadSchema(accountId);
+    if (cached?.version !== schemaVersion(row)) cached = await this.loadSchema(accountId);
     return toContact(row, cached.schema);
   }
 
   /** POST /v1/contacts for an email with no contact and no seed, or undefined. */
   async create(claim: KeyClaim, body: CreateContactInput): Promise<ContactBody | undefined> {
-    const { sql } = this;
     const accountId = claim.auth.accountId;
     const request = readOrUndefined(() => readCreateRequest(body));
     if (!request) return undefined;
@@ -98,85 +87,66 @@ export class ContactFastPath {
     const brandIds = request.brandIds ?? [];
     const events = request.publish ? brandIds : [];
     const contact = { email, key, attributes, brandIds };
-    // ONE INSERT … SELECT, which Citus sends whole to the account's node (see `admitted`). The lock
-    // is taken only when every other check passed. Of parallel creates exactly one inserts here
-    // (insertContact); the others take the plain path, which merges or answers 409.
-    const insert = (q: AnySql) => {
-      const brandsLive = brandIds.length
-        ? q`and (select count(*) from brands where ${liveBrandsAmong(q, accountId, brandIds)}) = ${brandIds.length}`
-        : q``;
-      return insertContact(
-        q,
-        q`v.account_id`,
-        contact,
-        admitted(q, claim, version, {
-          joins: q`left join seed_addresses on ${seedAddressOf(q, accountId, key)}`,
-          checks: q`and seed_addresses.email_md5 is null ${brandsLive}`,
-        }),
-      );
-    };
-    const row = events.length
-      ? // The brands' subscribe events in the insert's transaction, written only when it inserted, so
-        // an event exists exactly when its assignment committed. On Citus both statements go to the
-        // account's node, one local commit (in one statement, a CTE, Citus ran the insert through the
-        // coordinator and committed over every worker).
-        ((await sql.begin(async (tx) => {
-          const [inserted] = await insert(tx);
-          if (inserted) await brandSubscribeEvents(tx, accountId, key, events);
-          return inserted;
-        })) as ContactRow | undefined)
-      : (await insert(sql))[0];
+    const db = this.nodes.for(accountId);
+    // The lock is taken only when every other check passed. Of parallel creates exactly one inserts
+    // here (insertContact); the others take the plain path, which merges or answers 409.
+    const insert = (q: AnySql) =>
+      insertContact(q, accountId, contact, q`case when ${admitted(q, claim, version, key)} then 'api' end`);
+    let row: ContactRow | undefined;
+    try {
+      row = brandIds.length
+        ? // The brands' check, then the insert and its subscribe events, written only when it
+          // inserted, so an event exists exactly when its assignment committed: one transaction on
+          // the account's node.
+          ((await db.begin(async (tx) => {
+            const [live] = await tx<{ n: number }[]>`
+              select count(*)::int as n from brands where ${liveBrandsAmong(tx, accountId, brandIds)}`;
+            if (live!.n !== brandIds.length) return undefined;
+            const [inserted] = await insert(tx);
+            if (inserted && events.length) await brandSubscribeEvents(tx, accountId, key, events);
+            return inserted;
+          })) as ContactRow | undefined)
+        : (await insert(db))[0];
+    } catch (error) {
+      if (!refusedInsert(error)) throw error;
+    }
     return row ? toContact(row, schema) : this.refused(claim, version);
   }
 
   /**
    * After a create or patch that wrote nothing: the account's counters (a changed key or schema
-   * leaves the caches), then the plain path. An account without a cache_versions row (no key or
-   * schema change recorded yet; at 0 for both) gets one at 0, which changes no counter, so that its
-   * next write can take `admitted` or `allowed`, which need the row.
+   * leaves the caches), and the account's route is looked up again (its shards may have moved);
+   * then the plain path.
    */
   private async refused(claim: KeyClaim, version: number): Promise<undefined> {
-    const { sql } = this;
     const accountId = claim.auth.accountId;
-    const [row] = await sql<(Versions & { present: boolean })[]>`
-      select coalesce(v.keys, 0) as keys_version, coalesce(v.schema, 0) as schema_version,
-             v.account_id is not null as present
-      from (select) as one
-      left join cache_versions v on v.account_id = ${accountId}`;
-    if (row && !row.present)
-      await sql`insert into cache_versions (account_id) values (${accountId}) on conflict (account_id) do nothing`;
-    if (row && this.keyCurrent(claim, row) && row.schema_version !== version) this.schemas.delete(accountId);
+    this.nodes.forget(accountId);
+    const [row] = await this.sql<CounterRow[]>`select contact_versions(${accountId}::uuid) as versions`;
+    if (row && this.keyCurrent(claim, row) && schemaVersion(row) !== version) this.schemas.delete(accountId);
     return undefined;
   }
 
   /** PATCH /v1/contacts/{emailMd5} of an existing contact, or undefined. */
   async patch(claim: KeyClaim, md5: string, input: Record<string, unknown>): Promise<ContactBody | undefined> {
-    const { sql } = this;
     const accountId = claim.auth.accountId;
     const { version, schema } = await this.schemaOf(accountId);
     const changes = readOrUndefined(() => schema.read(input, 'patch'));
     if (!changes) return undefined;
+    const db = this.nodes.for(accountId);
     // The counters are read back only when it updates nothing (`refused`): reading them for every
-    // answer, joined around the update, cost the server a tenth more per patch (bench/README.md,
-    // session 20). The update is a CTE under a SELECT, which Citus sends whole to the account's
-    // node; as the statement itself, after `allowed`, Citus ran `allowed` as a subplan first.
-    // `allowed` has one column, `ok`, so the SET and RETURNING read the contact's.
-    const [row] = await sql<ContactRow[]>`
-      with ${allowed(sql, claim, version)},
-      updated as (
-        update contacts
-        set attributes = ${patchedAttributes(sql, changes)}, updated_at = now()
-        from allowed
-        where contacts.account_id = ${accountId} and contacts.email_md5 = ${md5ToUuid(md5)}
-        returning ${contactColumns(sql)}
-      )
-      select * from updated`;
+    // answer cost the server a tenth more per patch (bench/README.md, session 20).
+    const [row] = await db<ContactRow[]>`
+      update contacts
+      set attributes = ${patchedAttributes(db, changes)}, updated_at = now()
+      where account_id = ${accountId} and email_md5 = ${md5ToUuid(md5)}
+        and ${admitted(db, claim, version, null)}
+      returning ${contactColumns(db)}`;
     return row ? toContact(row, schema) : this.refused(claim, version);
   }
 
   /** False when the account's keys changed since the claim was read; the cached key goes. */
-  private keyCurrent(claim: KeyClaim, row: Versions): boolean {
-    if (row.keys_version === claim.keysVersion) return true;
+  private keyCurrent(claim: KeyClaim, row: CounterRow): boolean {
+    if (keysVersion(row) === claim.keysVersion) return true;
     this.keys.delete(claim.auth.keyId);
     return false;
   }
@@ -195,42 +165,25 @@ export class ContactFastPath {
 }
 
 /**
- * The `allowed` CTE of a patch: a row when the cached key and schema are current (the account's
- * counters unchanged) and no bulk operation is recorded, and then the write lock is taken and its
- * second check passed. The lock is a lateral row that exists only when the checks pass, so it comes
- * after them (PostgreSQL does not merge a subquery that calls a volatile function into the query
- * around it). A CTE because Citus refuses a volatile function in an UPDATE, and a stable one called
- * with a column (contact_write_ok, as `admitted` has it).
+ * A write's checks and lock as one expression, true when it may go on (contact_write_admitted,
+ * sql/migrations/0017): the key and schema counters the API cached are current, no bulk operation
+ * is recorded, `seed` (a new contact's identity; null for a patch) is no seed address, and then the
+ * account's write lock is held and its second check passed. A constant call, evaluated once per
+ * statement, and on Citus where the statement enters: only the account's node admits.
  */
-function allowed(sql: Sql, claim: KeyClaim, version: number) {
-  const accountId = claim.auth.accountId;
-  return sql`allowed as (
-    select w.ok from cache_versions v
-    ${bulkOperationJoin(sql, accountId)}
-    join lateral (
-      select ${contactWriteLock(sql, accountId)} as ok
-      where v.keys = ${claim.keysVersion} and v.schema = ${version} and b.account_id is null
-    ) w on w.ok
-    where v.account_id = ${accountId}
-  )`;
+function admitted(sql: AnySql, claim: KeyClaim, version: number, seed: string | null) {
+  const { keysVersion, auth } = claim;
+  return sql`contact_write_admitted(${auth.accountId}::uuid, ${keysVersion}::int8, ${version}::int8, ${seed}::uuid)`;
 }
 
 /**
- * The FROM and WHERE of the create's one INSERT … SELECT (without brand events): the account's
- * cache_versions row when the checks of `allowed` and `checks` (over `joins`) pass, and then the
- * same lock. No row when it refuses, so the counters are read after (refused). Its account is the row's column, and
- * the lock is contactWriteLockInInsert over it: a statement Citus pushes down to the account's node
- * whole, in one round trip and one local commit. The CASE keeps the lock after the checks.
+ * The create's insert refused by `admitted`: its first_source came out null (insertContact). Every
+ * other column of the insert is a value the API made and never null, so a not-null violation can
+ * only be that one. The code alone: on Citus the error comes from the worker's shard, relayed
+ * without its column name.
  */
-function admitted(sql: AnySql, claim: KeyClaim, version: number, extra: { joins: Fragment; checks: Fragment }) {
-  const accountId = claim.auth.accountId;
-  const passes = sql`v.keys = ${claim.keysVersion} and v.schema = ${version} and b.account_id is null ${extra.checks}`;
-  return sql`
-    from cache_versions v
-    ${bulkOperationJoin(sql, accountId)}
-    ${extra.joins}
-    where v.account_id = ${accountId} and ${passes}
-      and case when ${passes} then ${contactWriteLockInInsert(sql, sql`v.account_id`)} else false end`;
+function refusedInsert(error: unknown): boolean {
+  return (error as { code?: string })?.code === '23502';
 }
 
 /** What a reading of the request returns, or undefined when it refuses (the plain path then says why). */

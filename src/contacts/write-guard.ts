@@ -1,4 +1,3 @@
-import type postgres from 'postgres';
 import type { AnySql, Sql, Tx } from '../db';
 import { operationInProgress } from '../errors';
 import { mergeRetryAfterSeconds } from '../imports/retry-after';
@@ -15,12 +14,10 @@ import { mergeRetryAfterSeconds } from '../imports/retry-after';
  * transaction), which waits for every single write that passed its check before the row existed.
  * Its batches then hold the lock SHARED (batchHoldsAccount), which still keeps a schema change out.
  * A single write holds the lock SHARED for its transaction and checks for a row before and after
- * taking it (withContactWrite, or contact_write_lock() inside one statement on the fast path), so
+ * taking it (withContactWrite, or contact_write_admitted() inside one statement on the fast path), so
  * it either finished before the bulk operation started or is refused with 409
  * `operation_in_progress` and an honest Retry-After. Single writes never block each other.
  */
-
-type Fragment = postgres.Fragment;
 
 /** Kinds of bulk operation, as stored in bulk_operations.kind. */
 export type BulkKind = 'contact-import' | 'schema-change';
@@ -51,27 +48,10 @@ export async function withContactWrite<T>(sql: Sql, accountId: string, fn: (tx: 
 /**
  * The single write's lock and second check as one SQL expression, true when the write may go on:
  * contact_write_lock() (sql/migrations/0010) takes the account's lock shared and checks again with
- * a fresh snapshot, which a statement's own snapshot, taken before the wait, could not.
+ * a fresh snapshot, which a statement's own snapshot, taken before the wait, could not. The fast
+ * path's writes call it inside contact_write_admitted (sql/migrations/0017).
  */
-export const contactWriteLock = (sql: AnySql, accountId: string) => sql`contact_write_lock(${accountId}::uuid)`;
-
-/**
- * The same lock and second check inside ONE `INSERT … SELECT`, with the account as `accountColumn`, a
- * column of the statement's distributed table: contact_write_ok() (sql/migrations/0010), on Citus
- * declared stable so that Citus sends the insert whole to the account's node, on one PostgreSQL the
- * lock's own body in one frame. The caller must evaluate it only after its other checks passed (a
- * CASE over them): a qual of its own could be evaluated first.
- */
-export const contactWriteLockInInsert = (sql: AnySql, accountColumn: Fragment) =>
-  sql`contact_write_ok(${accountColumn})`;
-
-/**
- * For one-statement writes (src/contacts/fast-path.ts): a join that yields `b.account_id` not null
- * when a bulk operation of the account is recorded, so the statement refuses at once instead of
- * queueing behind a batch for the lock.
- */
-export const bulkOperationJoin = (sql: AnySql, accountId: string) =>
-  sql`left join (select account_id from bulk_operations where account_id = ${accountId} limit 1) b on true`;
+const contactWriteLock = (sql: AnySql, accountId: string) => sql`contact_write_lock(${accountId}::uuid)`;
 
 /**
  * Records a bulk operation (own commit): from now on single writes of the account are refused.

@@ -36,18 +36,16 @@ export interface NewContact {
 /**
  * A new contact from the API, returning its row, or no row when the email exists. `on conflict do
  * nothing` waits for a concurrent insert of the same email to commit, so of parallel creates
- * exactly one inserts. `source` (the fast path's FROM and WHERE) may withhold the row; `account` is
- * the account id or a column of the source that holds it (on Citus an insert whose account is a
- * column of a distributed table goes to that table's node whole; a constant makes it pass through
- * the coordinator).
+ * exactly one inserts. One VALUES row with the account as a constant: on Citus a statement Citus
+ * routes to the account's node without distributed planning. `firstSource` is the stored
+ * first_source, 'api'; the fast path passes an expression that is null when its checks refuse, so
+ * that the insert fails on the column's not-null constraint and writes nothing (fast-path.ts).
  */
-export function insertContact(sql: AnySql, account: string | Fragment, c: NewContact, source: Fragment = sql``) {
+export function insertContact(sql: AnySql, accountId: string, c: NewContact, firstSource: Fragment = sql`'api'`) {
   return sql<ContactRow[]>`
     insert into contacts (account_id, email_md5, email, attributes, brand_ids, first_source)
-    select ${typeof account === 'string' ? sql`${account}::uuid` : account}, ${c.key}::uuid, ${c.email}::text,
-           ${sql.json(c.attributes)},
-           ${sql.array([...c.brandIds])}::uuid[], 'api'
-    ${source}
+    values (${accountId}::uuid, ${c.key}::uuid, ${c.email}::text, ${sql.json(c.attributes)},
+            ${sql.array([...c.brandIds])}::uuid[], ${firstSource})
     on conflict (account_id, email_md5) do nothing
     returning ${contactColumns(sql)}`;
 }

@@ -1,13 +1,14 @@
 /**
  * On a Citus cluster (the second pass of test/run.ts): every account-scoped table is hash-distributed
- * by account_id and colocated with contacts, accounts and api_keys are reference tables, and an
+ * by account_id and colocated with contacts, accounts, api_keys and cache_versions are reference tables, and an
  * import's staging is distributed the same way, so a multi-batch import of two accounts whose shards
  * sit on different workers writes each account's contacts on its own worker, exact.
  */
 import { beforeAll, describe, expect, test } from 'bun:test';
 import { LiveCache } from '../../src/auth/cache';
 import { ContactFastPath } from '../../src/contacts/fast-path';
-import { connect } from '../../src/db';
+import { AccountNodes } from '../../src/account-nodes';
+import { connect, type Sql } from '../../src/db';
 import { runImport } from '../../worker/import/index';
 import { partStatements } from '../../worker/import/merge/sql-files';
 import { releaseStaging, stagingFor } from '../../worker/import/staging-pool';
@@ -22,7 +23,6 @@ const ACCOUNT_TABLES = [
   'brand_subscribe_events',
   'brands',
   'bulk_operations',
-  'cache_versions',
   'contact_erasures',
   'contact_exports',
   'contact_imports',
@@ -42,14 +42,16 @@ beforeAll(async () => {
 });
 
 describe('distribution', () => {
-  test('account tables distributed by account_id, colocated; accounts, api_keys reference tables', async () => {
+  test('account tables by account_id, colocated; accounts, api_keys, cache_versions reference tables', async () => {
     const sql = bed.db.sql;
     const withAccount = await sql<{ t: string }[]>`
       select c.relname as t from pg_class c join pg_namespace n on n.oid = c.relnamespace
       where n.nspname = 'public' and c.relkind = 'r' and c.relname not like 'import\\_%'
         and exists (select 1 from pg_attribute a where a.attrelid = c.oid and a.attname = 'account_id')
       order by 1`;
-    expect(withAccount.map((r) => r.t)).toEqual([...ACCOUNT_TABLES, 'api_keys', 'staging_sets'].sort());
+    expect(withAccount.map((r) => r.t)).toEqual(
+      [...ACCOUNT_TABLES, 'api_keys', 'cache_versions', 'staging_sets'].sort(),
+    );
 
     const rows = await sql<{ t: string; method: string; column: string | null; colocated: boolean }[]>`
       select logicalrelid::text as t, partmethod as method,
@@ -60,7 +62,8 @@ describe('distribution', () => {
     const byTable = Object.fromEntries(rows.map((r) => [r.t, r]));
     for (const t of ACCOUNT_TABLES)
       expect(byTable[t]).toEqual({ t, method: 'h', column: 'account_id', colocated: true });
-    const REFERENCE = ['accounts', 'api_keys', 'staging_sets'];
+    // cache_versions: read on every node by the fast path's checks (sql/migrations/0017).
+    const REFERENCE = ['accounts', 'api_keys', 'cache_versions', 'staging_sets'];
     for (const t of REFERENCE) expect(byTable[t]).toMatchObject({ t, method: 'n', column: null });
     const [ref] = await sql<{ n: number }[]>`
       select count(*)::int as n from pg_dist_partition
@@ -229,57 +232,77 @@ describe('the merge statements on the cluster', () => {
 });
 
 /**
- * The API's fast path for a new account with a key, on its own connection that records every
- * statement it sends, and the plan Citus makes of such a statement.
+ * The API's fast path for a new account with a key, sending the account's statements to the node of
+ * its shards (src/account-nodes.ts) on connections that record every statement they send, and the
+ * plan Citus makes of such a statement there.
  */
 async function recordingFastPath() {
   const account = await createAccount(bed.db.sql);
   await createKey(bed.db.sql, account);
-  const sent: { query: string; params: unknown[] }[] = [];
-  const sql = connect(bed.db.url, 1, { debug: (_c, query, params) => sent.push({ query, params }) });
-  const [{ keys } = { keys: -1 }] = await sql<{ keys: number }[]>`
-    select keys from cache_versions where account_id = ${account}`;
-  const claim = { auth: { accountId: account, keyId: 'test', scopes: [] }, keysVersion: keys, rateLimit: null };
+  const sent: { query: string; params: unknown[]; on: 'app' | 'node' }[] = [];
+  const record = (on: 'app' | 'node') => (_c: number, query: string, params: unknown[]) =>
+    sent.push({ query, params, on });
+  const sql = connect(bed.db.url, 1, { debug: record('app') });
+  const opened: Sql[] = [];
+  const nodes = new AccountNodes(sql, (node) => {
+    const pool = connect(bed.db.url, 1, { node, debug: record('node') });
+    opened.push(pool);
+    return pool;
+  });
+  const node = await nodes.resolved(account);
+  const [versions] = await sql<{ v: [number, number] }[]>`select contact_versions(${account}::uuid) as v`;
+  const claim = {
+    auth: { accountId: account, keyId: 'test', scopes: [] },
+    keysVersion: Number(versions!.v[0]),
+    rateLimit: null,
+  };
   const planOf = async (statement: { query: string; params: unknown[] }) => {
-    const rows = await sql.unsafe<{ 'QUERY PLAN': string }[]>(
+    const rows = await node.unsafe<{ 'QUERY PLAN': string }[]>(
       `explain (costs off) ${statement.query}`,
       statement.params as never,
     );
     return rows.map((r) => r['QUERY PLAN']).join('\n');
   };
-  return { account, sql, sent, claim, fast: new ContactFastPath(sql, new LiveCache()), planOf };
+  const end = async () => {
+    for (const pool of [sql, ...opened]) await pool.end();
+  };
+  return { account, sql, node, sent, claim, fast: new ContactFastPath(sql, new LiveCache(), nodes), planOf, end };
+}
+
+/** The fast path's plans: one task, on contacts alone, in Citus's fast path (no join, nothing pulled). */
+function expectOneShardFastPlan(plan: string, scan: RegExp) {
+  expect(plan).toMatch(/Task Count: 1\n/);
+  expect(plan).toMatch(scan);
+  expect(plan).not.toMatch(/Distributed Subplan|pull to coordinator|repartition|Join/i);
 }
 
 describe('the API fast path on the cluster', () => {
   test("a POST's create is one INSERT on the account's node: no subplan, nothing via the coordinator", async () => {
     // Citus plans an INSERT … SELECT that calls a volatile function through the coordinator (a subplan,
     // the row copied to every worker, a two-phase commit over them): the create must not be one.
-    const { account, sql, sent, claim, fast, planOf } = await recordingFastPath();
+    const { account, sql, sent, claim, fast, planOf, end } = await recordingFastPath();
     try {
       const brand = await createBrand(bed.db.sql, account, 'Fast');
       // Without brands, and with one whose subscribe event is written in the same transaction.
       const plain = `fast-${crypto.randomUUID()}@example.com`;
       const branded = `fast-${crypto.randomUUID()}@example.com`;
       expect(await fast.create(claim, { email: plain })).toMatchObject({ email: plain });
-      expect(await fast.create(claim, { email: branded, brandIds: [brand] })).toMatchObject({ brandIds: [brand] });
+      expect(await fast.create(claim, { email: branded, brandIds: [brand] })).toMatchObject({
+        brandIds: [brand],
+      });
       const [events] = await sql<{ n: number }[]>`
         select count(*)::int as n from brand_subscribe_events where account_id = ${account} and brand_id = ${brand}`;
       expect(events!.n).toBe(1);
       const inserts = sent.filter((s) => /^\s*insert into contacts/i.test(s.query));
-      expect(inserts.length).toBe(2);
-      for (const insert of inserts) {
-        const plan = await planOf(insert);
-        expect(plan).toMatch(/Task Count: 1\n/);
-        expect(plan).toMatch(/Insert on contacts_\d+/);
-        expect(plan).not.toMatch(/Distributed Subplan|pull to coordinator|repartition/i);
-      }
+      expect(inserts.map((s) => s.on)).toEqual(['node', 'node']);
+      for (const insert of inserts) expectOneShardFastPlan(await planOf(insert), /Insert on contacts_\d+/);
     } finally {
-      await sql.end();
+      await end();
     }
   });
 
-  test("a PATCH is one UPDATE on the account's node, its lock in the statement's CTE", async () => {
-    const { account, sql, sent, claim, fast, planOf } = await recordingFastPath();
+  test("a PATCH is one UPDATE of contacts alone on the account's node, its checks and lock in a function", async () => {
+    const { account, sent, claim, fast, planOf, end } = await recordingFastPath();
     try {
       await bed.db.sql`insert into schema_attributes (account_id, name, type) values (${account}, 'nick', 'string')`;
       const email = `patch-${crypto.randomUUID()}@example.com`;
@@ -288,13 +311,51 @@ describe('the API fast path on the cluster', () => {
         attributes: { nick: 'Ann' },
       });
       const updates = sent.filter((s) => /\bupdate contacts\b/i.test(s.query));
-      expect(updates.length).toBe(1);
-      const plan = await planOf(updates[0]!);
-      expect(plan).toMatch(/Task Count: 1\n/);
-      expect(plan).toMatch(/Update on contacts_\d+/);
-      expect(plan).not.toMatch(/Distributed Subplan|pull to coordinator|repartition/i);
+      expect(updates.map((s) => s.on)).toEqual(['node']);
+      expectOneShardFastPlan(await planOf(updates[0]!), /Update on contacts_\d+/);
     } finally {
-      await sql.end();
+      await end();
+    }
+  });
+
+  test("a GET is one SELECT of contacts alone on the account's node, its counters read there", async () => {
+    const { sent, claim, fast, planOf, end } = await recordingFastPath();
+    try {
+      const email = `get-${crypto.randomUUID()}@example.com`;
+      const created = await fast.create(claim, { email });
+      expect(await fast.get(claim, created!.emailMd5)).toMatchObject({ email });
+      const reads = sent.filter((s) => /contact_versions\(account_id\)/.test(s.query));
+      expect(reads.map((s) => s.on)).toEqual(['node']);
+      expectOneShardFastPlan(await planOf(reads[0]!), /Index Scan using contacts_pkey_\d+ on contacts_\d+/);
+    } finally {
+      await end();
+    }
+  });
+
+  test("only the account's node admits a fast write; the counters read the same on every node", async () => {
+    const { account, claim, node, end } = await recordingFastPath();
+    const nodes = await bed.db.sql<{ host: string; port: number }[]>`
+      select nodename as host, nodeport as port from pg_dist_node where noderole = 'primary' and isactive`;
+    const admittedOn = async (at: Sql) =>
+      (await at.begin(async (tx) => {
+        const [row] = await tx<{ ok: boolean; v: string[] }[]>`
+          select contact_write_admitted(${account}::uuid, ${claim.keysVersion}::int8, 0, null) as ok,
+                 contact_versions(${account}::uuid)::text[] as v`;
+        return row!;
+      })) as { ok: boolean; v: string[] };
+    const own = node.options;
+    try {
+      for (const address of nodes) {
+        const at = connect(bed.db.url, 1, { node: address });
+        try {
+          const here = address.host === own.host[0] && address.port === own.port[0];
+          expect(await admittedOn(at)).toEqual({ ok: here, v: [String(claim.keysVersion), '0'] });
+        } finally {
+          await at.end();
+        }
+      }
+    } finally {
+      await end();
     }
   });
 });
