@@ -9,7 +9,8 @@
 --
 -- - contact_versions(account): the account's cache counters, [keys, schema], [0, 0] without a row
 --   (as 0002 says). The GET calls it with the contact's account column, so Citus evaluates it where
---   the contact is read.
+--   the contact is read: a node with shards, which has a copy of every reference table (a
+--   coordinator need not have one).
 -- - contact_write_admitted(account, keys, schema, seed): true when the counters are still the ones
 --   the API cached, no bulk operation of the account is recorded, `seed` (the identity of a new
 --   contact, null for a patch) is no seed address of the account, and then the account's write lock

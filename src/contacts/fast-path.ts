@@ -121,7 +121,11 @@ export class ContactFastPath {
   private async refused(claim: KeyClaim, version: number): Promise<undefined> {
     const accountId = claim.auth.accountId;
     this.nodes.forget(accountId);
-    const [row] = await this.sql<CounterRow[]>`select contact_versions(${accountId}::uuid) as versions`;
+    // The table itself, not contact_versions: on a cluster whose coordinator holds no copy of the
+    // reference tables that function can only run on a worker, and this runs on the API's own node.
+    const [row] = await this.sql<CounterRow[]>`
+      select array[coalesce(max(keys), 0), coalesce(max(schema), 0)] as versions
+      from cache_versions where account_id = ${accountId}`;
     if (row && this.keyCurrent(claim, row) && schemaVersion(row) !== version) this.schemas.delete(accountId);
     return undefined;
   }
