@@ -1,4 +1,4 @@
-import type { Sql } from './db';
+import { connectBeside, type Sql } from './db';
 import { errorFields, log } from './log';
 
 /** A PostgreSQL server by address. */
@@ -36,6 +36,11 @@ export class AccountNodes {
   private readonly pools = new Map<string, Sql>();
   private readonly routes = new Map<string, { pool: Sql; until: number }>();
   private readonly lookingUp = new Set<string>();
+  /**
+   * Where routes are looked up: a connection of its own to the app's node, closed when idle, so that
+   * a lookup never takes a place in (or shows among the statements of) the app's pool.
+   */
+  private lookup: Sql | undefined;
 
   constructor(
     private readonly sql: Sql,
@@ -43,8 +48,9 @@ export class AccountNodes {
     stop?: AbortSignal,
   ) {
     stop?.addEventListener('abort', () => {
-      const pools = [...this.pools.values()];
+      const pools = [...this.pools.values(), ...(this.lookup ? [this.lookup] : [])];
       this.pools.clear();
+      this.lookup = undefined;
       this.routes.clear();
       for (const pool of pools) if (pool !== this.sql) void pool.end({ timeout: 1 }).catch(() => {});
     });
@@ -82,7 +88,7 @@ export class AccountNodes {
     this.checking ??= this.checkCitus();
     await this.checking;
     if (!this.citus) return;
-    const [node] = await this.sql<NodeAddress[]>`
+    const [node] = await this.lookupConnection()<NodeAddress[]>`
       select n.nodename as host, n.nodeport as port
       from pg_dist_placement p join pg_dist_node n on n.groupid = p.groupid
       where p.shardid = get_shard_id_for_distribution_column('contacts', ${accountId}::uuid)
@@ -93,7 +99,7 @@ export class AccountNodes {
 
   private async checkCitus(): Promise<void> {
     try {
-      const [row] = await this.sql<{ distributed: boolean }[]>`
+      const [row] = await this.lookupConnection()<{ distributed: boolean }[]>`
         select exists (select 1 from pg_extension where extname = 'citus')
                and is_distributed('contacts') as distributed`;
       this.citus = row!.distributed;
@@ -101,6 +107,12 @@ export class AccountNodes {
       this.checking = undefined;
       throw error;
     }
+  }
+
+  private lookupConnection(): Sql {
+    const own = this.sql.options;
+    this.lookup ??= connectBeside(this.sql, { host: own.host[0]!, port: own.port[0]! }, { idle_timeout: 5 });
+    return this.lookup;
   }
 
   private poolOf(node: NodeAddress): Sql {

@@ -50,6 +50,24 @@ export function connect(
 }
 
 /**
+ * A connection of its own beside `sql`, to `node`: the pool's options (credentials, database, TLS)
+ * with the node's address, as postgres.js makes its own listen connection, without the pool's hooks
+ * (statement log, close callback) and outside its place count. For what must neither take a place
+ * in an app's pool nor show among its statements: listeners, lookups.
+ */
+export function connectBeside(sql: Sql, node: { host: string; port: number }, extra: { idle_timeout?: number } = {}) {
+  return postgres({
+    ...sql.options,
+    host: [node.host],
+    port: [node.port],
+    max: 1,
+    debug: false,
+    onclose: undefined,
+    ...extra,
+  } as never) as unknown as Sql;
+}
+
+/**
  * Seconds a pool connection waits before it connects again after a failed or broken connection,
  * while a statement waits parked on it. postgres.js's default grows with a failure count shared by
  * the whole pool, up to 20 s: an immediate restart (every connection broken, then refused and

@@ -21,9 +21,11 @@ let n = 0;
 beforeAll(async () => {
   t = await testApp();
   const url = apiNodeUrl(t.db);
-  counted = connect(url, 10, { debug: (_connection, query) => statements.push(query) });
+  const debug = (_connection: number, query: string) => statements.push(query);
+  counted = connect(url, 10, { debug });
   node = connect(url, 1);
-  app = buildApp({ ...t.deps, sql: counted });
+  // On a cluster the fast path's statements go to the account's node: counted there too.
+  app = buildApp({ ...t.deps, sql: counted, nodePool: (address) => connect(url, 10, { node: address, debug }) });
   await createAttribute(t.db.sql, t.accountId, 'city', 'string');
 });
 afterAll(async () => {

@@ -1,5 +1,4 @@
-import postgres from 'postgres';
-import type { AnySql, Sql } from '../db';
+import { connectBeside, type AnySql, type Sql } from '../db';
 import { errorFields, log } from '../log';
 
 /**
@@ -174,30 +173,13 @@ export class InvalidationListener {
     );
   }
 
-  /**
-   * A connection of its own to a node: the app's options (credentials, database, TLS) with the
-   * node's address, as postgres.js makes its own listen connection, without the app's hooks.
-   */
-  private connectTo(host: string, port: number, extra: { idle_timeout?: number } = {}): Sql {
-    const own = this.sql.options;
-    return postgres({
-      ...own,
-      host: [host],
-      port: [port],
-      max: 1,
-      debug: false,
-      onclose: undefined,
-      ...extra,
-    } as never) as unknown as Sql;
-  }
-
   /** Listens on the cluster's nodes not listened on yet; at most every NODE_CHECK_MS. */
   private followNodes(): void {
     if (this.checkingNodes || Date.now() < this.nodesCheckAt) return;
     this.checkingNodes = true;
     this.nodesCheckAt = Date.now() + NODE_CHECK_MS;
     const own = this.sql.options;
-    this.lookup ??= this.connectTo(own.host[0]!, own.port[0]!, { idle_timeout: 5 });
+    this.lookup ??= connectBeside(this.sql, { host: own.host[0]!, port: own.port[0]! }, { idle_timeout: 5 });
     clusterNodes(this.lookup)
       .then((nodes) => {
         if (this.stop?.aborted) return;
@@ -206,7 +188,7 @@ export class InvalidationListener {
         for (const { host, port } of nodes ?? []) {
           const name = `${host}:${port}`;
           if (this.nodes.has(name) || (own.host[0] === host && own.port[0] === port)) continue;
-          const node = this.connectTo(host, port);
+          const node = connectBeside(this.sql, { host, port });
           this.nodes.set(name, node);
           this.listenOn(node).catch((error: unknown) => {
             this.nodes.delete(name);

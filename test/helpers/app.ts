@@ -45,7 +45,11 @@ export async function testApp(
       ? connect(url, 10, observe ? { debug: (_connection, query) => observe(query) } : {})
       : db.sql;
   const stop = new AbortController();
-  const deps: Deps = { config, sql, stop: stop.signal, ...extra };
+  // On a cluster the contact fast path sends each account's statements to its node, on pools that
+  // show their statements to `observe` too (src/account-nodes.ts).
+  const nodePool = (node: { host: string; port: number }) =>
+    connect(url, 10, { node, ...(observe && { debug: (_connection, query) => observe(query) }) });
+  const deps: Deps = { config, sql, stop: stop.signal, nodePool, ...extra };
   const app = buildApp(deps);
   const accountId = await createAccount(db.sql);
   const key = await createKey(db.sql, accountId);
