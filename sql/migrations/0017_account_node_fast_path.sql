@@ -91,9 +91,13 @@ begin
 end $$;
 
 -- cache_versions as a reference table (its foreign key to accounts, a reference table too, is made
--- again after: Citus refuses to convert a table that has one).
+-- again after: Citus refuses to convert a table that has one); nothing when it is one already.
 create function make_cache_versions_reference() returns void language plpgsql as $$
 begin
+  if exists (select 1 from pg_dist_partition
+             where logicalrelid = 'cache_versions'::regclass and partmethod = 'n' and repmodel = 't') then
+    return;
+  end if;
   alter table cache_versions drop constraint cache_versions_account_id_fkey;
   perform undistribute_table('cache_versions');
   perform create_reference_table('cache_versions');
@@ -108,6 +112,28 @@ begin
     perform install_fast_path_checks(true);
   else
     perform install_fast_path_checks(false);
+  end if;
+end $$;
+
+-- 0007's distribute_by_account, which every distribute_tables since calls for cache_versions too, now
+-- leaves a reference table as it is, so that `citus distribute` run again finds nothing to do.
+-- Otherwise unchanged.
+create or replace function distribute_by_account(t regclass) returns void language plpgsql as $$
+declare
+  cluster boolean;
+  done boolean;
+begin
+  if to_regclass('pg_catalog.pg_dist_partition') is null then
+    return;
+  end if;
+  -- Citus's catalog only in dynamic SQL: plain PostgreSQL has none to parse a static query against.
+  execute $q$ select exists (select 1 from pg_catalog.pg_dist_partition
+                             where logicalrelid = 'contacts'::regclass and partmethod = 'h'),
+                     exists (select 1 from pg_catalog.pg_dist_partition
+                             where logicalrelid = $1 and (partmethod = 'h' or (partmethod = 'n' and repmodel = 't'))) $q$
+    into cluster, done using t;
+  if cluster and not done then
+    perform create_distributed_table(t, 'account_id', colocate_with => 'contacts');
   end if;
 end $$;
 

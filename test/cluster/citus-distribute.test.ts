@@ -58,6 +58,7 @@ test('a database used on one PostgreSQL is distributed in place, with its rows',
   expect(methods).toMatchObject({
     accounts: 'n',
     api_keys: 'n',
+    cache_versions: 'n',
     contacts: 'h',
     brands: 'h',
     contact_imports: 'h',
@@ -92,6 +93,17 @@ test('a database used on one PostgreSQL is distributed in place, with its rows',
       select string_agg(proname || ':' || provolatile::text, ',' order by proname) from pg_proc
       where proname in ('contact_write_lock', 'contact_write_ok')$$)`;
   expect(forms.map((f) => f.result)).toEqual(nodes.map(() => 'contact_write_lock:v,contact_write_ok:s'));
+
+  // The fast path's checks (migration 0017) in their Citus form on every node: the write's stable,
+  // the counters read from the reference table's own shard there.
+  const checks = await sql<{ result: string }[]>`
+    select result from run_command_on_all_nodes($$
+      select string_agg(proname || ':' || provolatile::text || ':' || (prosrc ~ 'cache_versions_[0-9]+')::text,
+                        ',' order by proname) from pg_proc
+      where proname in ('contact_versions', 'contact_write_admitted')$$)`;
+  expect(checks.map((f) => f.result)).toEqual(
+    nodes.map(() => 'contact_versions:s:true,contact_write_admitted:s:false'),
+  );
 
   // Run again: nothing to do, the same answer.
   const again = await admin('citus', 'distribute');
