@@ -36,6 +36,8 @@ export class AccountNodes {
   private readonly pools = new Map<string, Sql>();
   private readonly routes = new Map<string, { pool: Sql; until: number }>();
   private readonly lookingUp = new Set<string>();
+  /** Pools that have answered a statement (see resolve). */
+  private readonly ready = new WeakSet<Sql>();
   /**
    * Where routes are looked up: a connection of its own to the app's node, closed when idle, so that
    * a lookup never takes a place in (or shows among the statements of) the app's pool.
@@ -94,7 +96,15 @@ export class AccountNodes {
       where p.shardid = get_shard_id_for_distribution_column('contacts', ${accountId}::uuid)
         and n.noderole = 'primary' and n.isactive`;
     if (!node) return;
-    this.routes.set(accountId, { pool: this.poolOf(node), until: Date.now() + ROUTE_TTL_MS });
+    const pool = this.poolOf(node);
+    // A new pool is used first here: postgres.js learns the server's array types on its first
+    // connection, and an array parameter (sql.array) made before that is sent as text
+    // (porsager/postgres#789: "malformed array literal"). The app's own pool has served requests.
+    if (pool !== this.sql && !this.ready.has(pool)) {
+      await pool`select 1`;
+      this.ready.add(pool);
+    }
+    this.routes.set(accountId, { pool, until: Date.now() + ROUTE_TTL_MS });
   }
 
   private async checkCitus(): Promise<void> {

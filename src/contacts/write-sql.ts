@@ -20,7 +20,11 @@ export const liveBrandsAmong = (sql: AnySql, accountId: string, ids: readonly st
   sql`brands.account_id = ${accountId} and brands.id = any(${sql.array([...ids])}::uuid[])
        and brands.deleted_at is null`;
 
-/** The account's seed address with this identity, if any: a seed's email never becomes a contact. */
+/**
+ * The account's seed address with this identity, if any: a seed's email never becomes a contact.
+ * The fast path's create checks the same inside contact_write_admitted (sql/migrations/0017), which
+ * on a cluster reads the account's shard of seed_addresses on its node.
+ */
 export const seedAddressOf = (sql: AnySql, accountId: string, key: string) =>
   sql`seed_addresses.account_id = ${accountId} and seed_addresses.email_md5 = ${key}::uuid`;
 

@@ -359,6 +359,24 @@ describe('the API fast path on the cluster', () => {
     }
   });
 
+  test("a PATCH that removes an attribute as the first statement on a new node's pool", async () => {
+    // Its removals are an array parameter: postgres.js sends one made before the pool's first
+    // connection learned the array types as text ("malformed array literal"), so AccountNodes
+    // answers with a pool that has run a statement (src/account-nodes.ts).
+    const { account, claim, fast, end } = await recordingFastPath();
+    try {
+      await bed.db.sql`insert into schema_attributes (account_id, name, type) values (${account}, 'nick', 'string')`;
+      const email = `first-${crypto.randomUUID()}@example.com`;
+      await bed.db.sql`
+        insert into contacts (account_id, email_md5, email, attributes, first_source)
+        values (${account}, md5(${email})::uuid, ${email}, '{"nick": "Ann"}', 'api')`;
+      const md5 = (await bed.db.sql<{ m: string }[]>`select md5(${email}) as m`)[0]!.m;
+      expect(await fast.patch(claim, md5, { nick: null })).toMatchObject({ email, attributes: {} });
+    } finally {
+      await end();
+    }
+  });
+
   test("only the account's node admits a fast write; the counters read the same on every node", async () => {
     const { account, claim, node, end } = await recordingFastPath();
     const nodes = await bed.db.sql<{ host: string; port: number }[]>`
