@@ -141,26 +141,24 @@ begin
   end if;
 end $$;
 
--- 0007's distribute_by_account, which every distribute_tables since calls for cache_versions too, now
--- leaves a reference table as it is, so that `citus distribute` run again finds nothing to do.
--- Otherwise unchanged.
-create or replace function distribute_by_account(t regclass) returns void language plpgsql as $$
+-- 0007's distribute_by_account, which every distribute_tables since calls for cache_versions too,
+-- behind one that leaves a reference table as it is, so that `citus distribute` run again finds
+-- nothing to do.
+alter function distribute_by_account(regclass) rename to distribute_by_account_0007;
+create function distribute_by_account(t regclass) returns void language plpgsql as $$
 declare
-  cluster boolean;
-  done boolean;
+  reference boolean;
 begin
-  if to_regclass('pg_catalog.pg_dist_partition') is null then
-    return;
+  if to_regclass('pg_catalog.pg_dist_partition') is not null then
+    -- Citus's catalog only in dynamic SQL, as in 0007.
+    execute $q$ select exists (select 1 from pg_catalog.pg_dist_partition
+                               where logicalrelid = $1 and partmethod = 'n' and repmodel = 't') $q$
+      into reference using t;
+    if reference then
+      return;
+    end if;
   end if;
-  -- Citus's catalog only in dynamic SQL: plain PostgreSQL has none to parse a static query against.
-  execute $q$ select exists (select 1 from pg_catalog.pg_dist_partition
-                             where logicalrelid = 'contacts'::regclass and partmethod = 'h'),
-                     exists (select 1 from pg_catalog.pg_dist_partition
-                             where logicalrelid = $1 and (partmethod = 'h' or (partmethod = 'n' and repmodel = 't'))) $q$
-    into cluster, done using t;
-  if cluster and not done then
-    perform create_distributed_table(t, 'account_id', colocate_with => 'contacts');
-  end if;
+  perform distribute_by_account_0007(t);
 end $$;
 
 -- A database that gets Citus later (`citus distribute`): 0016's distribute_tables, then these.
