@@ -82,7 +82,15 @@ export class AccountNodes {
     if (this.lookingUp.has(accountId)) return;
     this.lookingUp.add(accountId);
     this.resolve(accountId)
-      .catch((error: unknown) => log('warn', "could not look up an account's node", errorFields(error)))
+      .catch((error: unknown) => {
+        log('warn', "could not look up or reach an account's node; its requests use the API's own", {
+          accountId,
+          ...errorFields(error),
+        });
+        // The app's own node until the route is due again: a node this API cannot reach (an address
+        // in pg_dist_node it has no way to) is not tried again on every request.
+        this.routes.set(accountId, { pool: this.sql, until: Date.now() + ROUTE_TTL_MS });
+      })
       .finally(() => this.lookingUp.delete(accountId));
   }
 

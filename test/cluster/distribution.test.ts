@@ -286,6 +286,8 @@ async function recordingFastPath() {
   return { account, sql, node, sent, claim, fast: new ContactFastPath(sql, new LiveCache(), nodes), planOf, end };
 }
 
+const md5Hex = (s: string) => Bun.MD5.hash(s.toLowerCase(), 'hex') as string;
+
 /**
  * The fast path's plans: Citus's fast path, one task, on contacts alone (no join, nothing pulled).
  * Citus's planner names its fast path at DEBUG2 for a SELECT, UPDATE or DELETE; every INSERT …
@@ -374,6 +376,48 @@ describe('the API fast path on the cluster', () => {
       expect(await fast.patch(claim, md5, { nick: null })).toMatchObject({ email, attributes: {} });
     } finally {
       await end();
+    }
+  });
+
+  test("a node the API cannot reach: the account's requests use the API's node, not retried each time", async () => {
+    // A port nothing listens on: the address pg_dist_node gives is not one this API can reach. Every
+    // request still succeeds, and the node is tried once per route period (each use of its pool
+    // counted).
+    const closed = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } });
+    const port = closed.port;
+    closed.stop(true);
+    let attempts = 0;
+    const account = await createAccount(bed.db.sql);
+    await createKey(bed.db.sql, account);
+    const sql = connect(bed.db.url, 2);
+    const opened: Sql[] = [];
+    const nodes = new AccountNodes(sql, () => {
+      const pool = connect(bed.db.url, 1, { node: { host: '127.0.0.1', port }, connectTimeout: 1 });
+      opened.push(pool);
+      return new Proxy(pool, {
+        apply: (target, self, args) => (attempts++, Reflect.apply(target, self, args)),
+      });
+    });
+    try {
+      const [versions] = await sql<{ v: [number, number] }[]>`select contact_versions(${account}::uuid) as v`;
+      const claim = {
+        auth: { accountId: account, keyId: 'test', scopes: [] },
+        keysVersion: Number(versions!.v[0]),
+        rateLimit: null,
+      };
+      const fast = new ContactFastPath(sql, new LiveCache(), nodes);
+      const email = `unreachable-${crypto.randomUUID()}@example.com`;
+      // The fast path's answer or undefined (the plain path's turn); never an error.
+      await fast.create(claim, { email });
+      for (let i = 0; i < 20; i++) {
+        await fast.get(claim, md5Hex(email));
+        await Bun.sleep(25);
+      }
+      expect(nodes.for(account)).toBe(sql);
+      expect(attempts).toBeGreaterThanOrEqual(1);
+      expect(attempts).toBeLessThanOrEqual(2);
+    } finally {
+      for (const pool of [sql, ...opened]) await pool.end({ timeout: 1 });
     }
   });
 
