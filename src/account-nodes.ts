@@ -12,6 +12,8 @@ export type NodePoolFactory = (node: NodeAddress) => Sql;
 
 /** How long a known route is trusted before it is looked up again; a refusal forgets it at once. */
 const ROUTE_TTL_MS = 30_000;
+/** Routes kept at most, the oldest dropped first (as src/auth/cache.ts's LiveCache). */
+const MAX_ROUTES = 10_000;
 
 /**
  * Where an account's one-statement requests go (src/contacts/fast-path.ts): on a Citus cluster, the
@@ -89,7 +91,7 @@ export class AccountNodes {
         });
         // The app's own node until the route is due again: a node this API cannot reach (an address
         // in pg_dist_node it has no way to) is not tried again on every request.
-        this.routes.set(accountId, { pool: this.sql, until: Date.now() + ROUTE_TTL_MS });
+        this.route(accountId, this.sql);
       })
       .finally(() => this.lookingUp.delete(accountId));
   }
@@ -112,6 +114,12 @@ export class AccountNodes {
       await pool`select 1`;
       this.ready.add(pool);
     }
+    this.route(accountId, pool);
+  }
+
+  private route(accountId: string, pool: Sql): void {
+    this.routes.delete(accountId);
+    if (this.routes.size >= MAX_ROUTES) this.routes.delete(this.routes.keys().next().value!);
     this.routes.set(accountId, { pool, until: Date.now() + ROUTE_TTL_MS });
   }
 
