@@ -11,7 +11,8 @@ export async function eventsOf(t: TestApp, email: string): Promise<string[]> {
   const rows = await t.db.sql<{ brand_id: string; source: string; import_id: string | null }[]>`
     select e.brand_id, e.source, e.import_id
     from brand_subscribe_events e cross join lateral unnest(e.email_md5s) as m(email_md5)
-    where e.account_id = ${t.accountId} and m.email_md5 = ${md5ToUuid(md5(email))} order by e.id`;
+    where e.account_id = ${t.accountId} and m.email_md5 = ${md5ToUuid(md5(email))}
+    order by e.created_at, e.id`;
   for (const r of rows)
     if (r.source !== 'api' || r.import_id !== null) throw new Error(`unexpected event source ${r.source}`);
   return rows.map((r) => r.brand_id);

@@ -36,14 +36,17 @@ async function sequenceAccount(sql: Sql, accountId: string): Promise<boolean> {
       head = made;
     }
     const base = Number(head.sequenced_through);
-    // Row by row (returning), not counted in a WITH: Citus routes no modifying CTE.
+    // Row by row (returning), not counted in a WITH: Citus routes no modifying CTE. In the order of
+    // their transactions' start, then of their ids: on a Citus cluster each node draws ids from a
+    // range of its own, and an account's sets are written through more than one node (the API's
+    // own and the account's: src/account-nodes.ts), so ids alone would put a later set first.
     const placed = await tx`
       update brand_subscribe_events e set position = ${base}::int8 + next.n
       from (
-        select id, row_number() over (order by id) as n
+        select id, row_number() over (order by created_at, id) as n
         from brand_subscribe_events
         where account_id = ${accountId} and position is null
-        order by id
+        order by created_at, id
         limit ${SETS_PER_PASS}
       ) next
       where e.account_id = ${accountId} and e.id = next.id
