@@ -21,16 +21,16 @@ const MAX_ROUTES = 10_000;
  * distributed table that enters on another node costs that node the distributed planning and the
  * remote call, and the account's node the remote session's work: 450 µs of database CPU per GET
  * over the cluster against 77 µs entered on the account's node (pgbench, bench/README.md session
- * 30). The fast path's writes also need it: their lock is taken where the statement enters, and only
- * the account's node admits them (sql/migrations/0017_account_node_fast_path.sql).
+ * 30). Any node gives the same answers: the writes' checks and lock run with the row, on its node
+ * (sql/migrations/0018_static_write_checks.sql).
  *
  * `for` never waits: an account whose node is not known yet (or any more) gets the app's pool, which
  * is always correct, and its node is looked up beside the request. On one PostgreSQL, or without a
  * pool factory (tests that build the app alone), every account gets the app's pool.
  *
- * A route goes stale when a rebalance moves the account's shards. Then a GET still reads right (Citus
- * routes it on), and a write is refused by the old node and taken by the plain path, whose refusal
- * `forget`s the route; every route is looked up again after ROUTE_TTL_MS anyway.
+ * A route goes stale when a rebalance moves the account's shards. Then its statements still run right
+ * (Citus routes them on), at the remote call's cost, until the route is looked up again: after
+ * ROUTE_TTL_MS, or at once after a write the fast path could not make (`forget`).
  */
 export class AccountNodes {
   private citus: boolean | undefined;

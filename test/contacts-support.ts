@@ -91,13 +91,11 @@ export async function contactTestApp(path: ContactPath): Promise<ContactTestApp>
 /**
  * The request a statement of the fast path serves, or undefined for any other statement: only the
  * fast path reads or checks the cache counters in the statement that reads or writes a contact
- * (sql/migrations/0017_account_node_fast_path.sql).
+ * (sql/migrations/0018_static_write_checks.sql).
  */
 function fastPathRequest(query: string): 'GET' | 'POST' | 'PATCH' | undefined {
-  if (query.includes('contact_write_admitted(')) {
-    if (query.includes('insert into contacts')) return 'POST';
-    return query.includes('update contacts') ? 'PATCH' : undefined;
-  }
+  if (query.includes('contact_create_admitted(')) return query.includes('insert into contacts') ? 'POST' : undefined;
+  if (query.includes('contact_write_admitted(')) return query.includes('update contacts') ? 'PATCH' : undefined;
   return /contact_versions\(account_id\)[\s\S]*from contacts/.test(query) ? 'GET' : undefined;
 }
 

@@ -21,9 +21,10 @@ import { brandSubscribeEvents, contactColumns, insertContact, liveBrandsAmong, p
  * cache_versions they were read at, and the statement re-reads those two counters (one index
  * probe): unchanged counters mean, in the statement's own snapshot, an unchanged key and schema.
  *
- * Each statement is on contacts alone, with its checks in two database functions
- * (sql/migrations/0017_account_node_fast_path.sql): contact_versions, the counters a GET returns, and
- * contact_write_admitted, a write's checks (counters, bulk operation, seed address) and then its
+ * Each statement is on contacts alone, with its checks in database functions
+ * (sql/migrations/0018_static_write_checks.sql) called with the row's email_md5, so that they run
+ * with the row: contact_versions, the counters a GET returns, and contact_write_admitted and
+ * contact_create_admitted, a write's checks (counters, bulk operation, seed address) and then its
  * write lock (the guard of write-guard.ts). On a Citus cluster such a statement, sent to the node of
  * the account's shards (src/account-nodes.ts), takes Citus's fast path and runs there alone; a join
  * of the same tables went through its router planner at five times the cost.
@@ -91,7 +92,7 @@ export class ContactFastPath {
     // The lock is taken only when every other check passed. Of parallel creates exactly one inserts
     // here (insertContact); the others take the plain path, which merges or answers 409.
     const insert = (q: AnySql) =>
-      insertContact(q, accountId, contact, q`case when ${admitted(q, claim, version, key)} then 'api' end`);
+      insertContact(q, accountId, contact, q`contact_create_admitted(email_md5, ${admittedArgs(q, claim, version)})`);
     let row: ContactRow | undefined;
     try {
       row = brandIds.length
@@ -143,7 +144,7 @@ export class ContactFastPath {
       update contacts
       set attributes = ${patchedAttributes(db, changes)}, updated_at = now()
       where account_id = ${accountId} and email_md5 = ${md5ToUuid(md5)}
-        and ${admitted(db, claim, version, null)}
+        and contact_write_admitted(email_md5, ${admittedArgs(db, claim, version)}, false)
       returning ${contactColumns(db)}`;
     return row ? toContact(row, schema) : this.refused(claim, version);
   }
@@ -169,25 +170,23 @@ export class ContactFastPath {
 }
 
 /**
- * A write's checks and lock as one expression, true when it may go on (contact_write_admitted,
- * sql/migrations/0017): the key and schema counters the API cached are current, no bulk operation
- * is recorded, `seed` (a new contact's identity; null for a patch) is no seed address, and then the
- * account's write lock is held and its second check passed. A constant call, evaluated once per
- * statement, and on Citus where the statement enters: only the account's node admits.
+ * The account and the counters the API cached, the arguments after the row's email_md5 of a write's
+ * checks (sql/migrations/0018): contact_write_admitted in a PATCH's WHERE, false when it refuses,
+ * and contact_create_admitted in a create's RETURNING, which raises. Each returns true when the key
+ * and schema counters are current, no bulk operation is recorded, a new contact's email is no seed
+ * address, and then holds the account's write lock and has passed its second check. The row's
+ * column as argument makes the call run with the row, once, on the node that holds it.
  */
-function admitted(sql: AnySql, claim: KeyClaim, version: number, seed: string | null) {
-  const { keysVersion, auth } = claim;
-  return sql`contact_write_admitted(${auth.accountId}::uuid, ${keysVersion}::int8, ${version}::int8, ${seed}::uuid)`;
+function admittedArgs(sql: AnySql, claim: KeyClaim, version: number) {
+  return sql`${claim.auth.accountId}::uuid, ${claim.keysVersion}::int8, ${version}::int8`;
 }
 
 /**
- * The create's insert refused by `admitted`: its first_source came out null (insertContact). Every
- * other column of the insert is a value the API made and never null, so a not-null violation can
- * only be that one. The code alone: on Citus the error comes from the worker's shard, relayed
- * without its column name.
+ * The create refused by contact_create_admitted: the code it raises, which nothing else does. On
+ * Citus the error comes from the shard's node, relayed with its code.
  */
 function refusedInsert(error: unknown): boolean {
-  return (error as { code?: string })?.code === '23502';
+  return (error as { code?: string })?.code === 'CW001';
 }
 
 /** What a reading of the request returns, or undefined when it refuses (the plain path then says why). */

@@ -49,7 +49,7 @@ export async function withContactWrite<T>(sql: Sql, accountId: string, fn: (tx: 
  * The single write's lock and second check as one SQL expression, true when the write may go on:
  * contact_write_lock() (sql/migrations/0010) takes the account's lock shared and checks again with
  * a fresh snapshot, which a statement's own snapshot, taken before the wait, could not. The fast
- * path's writes call it inside contact_write_admitted (sql/migrations/0017).
+ * path's writes call its body, contact_write_lock_here, inside contact_write_admitted (sql/migrations/0018).
  */
 const contactWriteLock = (sql: AnySql, accountId: string) => sql`contact_write_lock(${accountId}::uuid)`;
 
@@ -71,9 +71,12 @@ export async function holdContactWrites(
     on conflict (account_id, id) do update set estimated_end = excluded.estimated_end`;
 }
 
-/** Waits, in a transaction of its own, for every single write that passed its check before the hold. */
-export async function drainContactWrites(sql: Sql, accountId: string): Promise<void> {
-  await sql.begin((tx) => tx`select ${exclusiveLock(tx, accountId)}`);
+/**
+ * Waits, in a transaction of its own, for every single write that passed its check before the hold
+ * `holdId` (holdContactWrites), which must be visible where the lock is taken (see exclusiveLock).
+ */
+export async function drainContactWrites(sql: Sql, accountId: string, holdId: string): Promise<void> {
+  await sql.begin((tx) => tx`select ${exclusiveLock(tx, accountId, holdId)}`);
 }
 
 /**
@@ -90,8 +93,17 @@ export async function releaseContactWrites(tx: AnySql, accountId: string, id: st
   await tx`delete from bulk_operations where account_id = ${accountId}::uuid and id = ${id}::uuid`;
 }
 
-/** The account's contact-write lock, exclusive, for the caller's transaction; a statement of its own (see above). */
-export const exclusiveLock = (sql: AnySql, accountId: string) => sql`account_bulk_lock(${accountId}::uuid, true)`;
+/**
+ * The account's contact-write lock, exclusive, for the caller's transaction; a statement of its own
+ * (see above). With `holdId`, it fails unless that hold is visible on the node that takes the lock,
+ * where the single writes check for it: on Citus a hold commits on every node in two phases, and a
+ * node that failed between them sees it only once Citus recovers the transaction
+ * (sql/migrations/0018). The caller's job or command fails and is tried again.
+ */
+export const exclusiveLock = (sql: AnySql, accountId: string, holdId?: string) =>
+  holdId
+    ? sql`account_bulk_lock(${accountId}::uuid, true, ${holdId}::uuid)`
+    : sql`account_bulk_lock(${accountId}::uuid, true)`;
 
 /** Long enough for an honest Retry-After on writes that arrive while a schema change runs. */
 const SCHEMA_CHANGE_SECONDS = 5;
@@ -107,7 +119,7 @@ export async function withSchemaChangeHold<T>(sql: Sql, accountId: string, fn: (
   await holdContactWrites(sql, accountId, holdId, 'schema-change', SCHEMA_CHANGE_SECONDS);
   try {
     return (await sql.begin(async (tx) => {
-      await tx`select ${exclusiveLock(tx, accountId)}`;
+      await tx`select ${exclusiveLock(tx, accountId, holdId)}`;
       return fn(tx);
     })) as T;
   } finally {

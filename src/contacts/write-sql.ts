@@ -22,8 +22,8 @@ export const liveBrandsAmong = (sql: AnySql, accountId: string, ids: readonly st
 
 /**
  * The account's seed address with this identity, if any: a seed's email never becomes a contact.
- * The fast path's create checks the same inside contact_write_admitted (sql/migrations/0017), which
- * on a cluster reads the account's shard of seed_addresses on its node.
+ * The fast path's create checks the same inside contact_write_admitted (sql/migrations/0018), which
+ * on a cluster reads the reference table's copy on the node of the account's shards.
  */
 export const seedAddressOf = (sql: AnySql, accountId: string, key: string) =>
   sql`seed_addresses.account_id = ${accountId} and seed_addresses.email_md5 = ${key}::uuid`;
@@ -41,17 +41,17 @@ export interface NewContact {
  * A new contact from the API, returning its row, or no row when the email exists. `on conflict do
  * nothing` waits for a concurrent insert of the same email to commit, so of parallel creates
  * exactly one inserts. One VALUES row with the account as a constant: on Citus a statement Citus
- * routes to the account's node without distributed planning. `firstSource` is the stored
- * first_source, 'api'; the fast path passes an expression that is null when its checks refuse, so
- * that the insert fails on the column's not-null constraint and writes nothing (fast-path.ts).
+ * routes to the account's node without distributed planning. `admitted`, from the fast path, is an
+ * expression over the new row returned beside it, which raises when the fast path's checks refuse,
+ * so that the statement writes nothing (fast-path.ts).
  */
-export function insertContact(sql: AnySql, accountId: string, c: NewContact, firstSource: Fragment = sql`'api'`) {
+export function insertContact(sql: AnySql, accountId: string, c: NewContact, admitted?: Fragment) {
   return sql<ContactRow[]>`
     insert into contacts (account_id, email_md5, email, attributes, brand_ids, first_source)
     values (${accountId}::uuid, ${c.key}::uuid, ${c.email}::text, ${sql.json(c.attributes)},
-            ${sql.array([...c.brandIds])}::uuid[], ${firstSource})
+            ${sql.array([...c.brandIds])}::uuid[], 'api')
     on conflict (account_id, email_md5) do nothing
-    returning ${contactColumns(sql)}`;
+    returning ${contactColumns(sql)}${admitted ? sql`, ${admitted} as admitted` : sql``}`;
 }
 
 /**

@@ -85,7 +85,7 @@ test('a database used on one PostgreSQL is distributed in place, with its rows',
       select string_agg(proname, ',' order by proname) from pg_proc
       where proname in ('contact_write_lock', 'contact_write_ok', 'account_bulk_lock')$$)`;
   expect(functions.map((f) => f.result)).toEqual(
-    nodes.slice(1).map(() => 'account_bulk_lock,contact_write_lock,contact_write_ok'),
+    nodes.slice(1).map(() => 'account_bulk_lock,account_bulk_lock,contact_write_lock,contact_write_ok'),
   );
   // In their Citus form (migration 0010): the create's guard stable, so that Citus pushes it down.
   const forms = await sql<{ result: string }[]>`
@@ -94,15 +94,22 @@ test('a database used on one PostgreSQL is distributed in place, with its rows',
       where proname in ('contact_write_lock', 'contact_write_ok')$$)`;
   expect(forms.map((f) => f.result)).toEqual(nodes.map(() => 'contact_write_lock:v,contact_write_ok:s'));
 
-  // The fast path's checks (migration 0017) in their Citus form on every node: the write's stable,
-  // the counters read from the reference table's own shard there.
+  // The fast path's checks (migrations 0017, 0018) in their Citus form on every node: the writes'
+  // labelled immutable (called with a column of the row), each table read through its reference
+  // shard there.
   const checks = await sql<{ result: string }[]>`
     select result from run_command_on_all_nodes($$
-      select string_agg(proname || ':' || provolatile::text || ':' || (prosrc ~ 'cache_versions_[0-9]+')::text,
-                        ',' order by proname) from pg_proc
-      where proname in ('contact_versions', 'contact_write_admitted')$$)`;
+      select string_agg(proname || '/' || pronargs || ':' || provolatile::text || ':' ||
+                        (prosrc !~ '(cache_versions|bulk_operations|seed_addresses)(?!_[0-9])')::text,
+                        ',' order by proname, pronargs) from pg_proc
+      where proname in ('contact_versions', 'contact_write_admitted', 'contact_create_admitted',
+                        'contact_write_lock_here', 'account_bulk_lock')$$)`;
   expect(checks.map((f) => f.result)).toEqual(
-    nodes.map(() => 'contact_versions:s:true,contact_write_admitted:s:false'),
+    nodes.map(
+      () =>
+        'account_bulk_lock/2:v:true,account_bulk_lock/3:v:true,contact_create_admitted/4:i:true,' +
+        'contact_versions/1:s:true,contact_write_admitted/5:i:true,contact_write_lock_here/1:v:true',
+    ),
   );
 
   // Run again: nothing to do, the same answer.

@@ -1,6 +1,7 @@
 /**
  * On a Citus cluster (the second pass of test/run.ts): every account-scoped table is hash-distributed
- * by account_id and colocated with contacts, accounts, api_keys and cache_versions are reference tables, and an
+ * by account_id and colocated with contacts, accounts, api_keys and the fast path's checked tables are reference
+ * tables, and an
  * import's staging is distributed the same way, so a multi-batch import of two accounts whose shards
  * sit on different workers writes each account's contacts on its own worker, exact.
  */
@@ -9,7 +10,8 @@ import postgres from 'postgres';
 import { LiveCache } from '../../src/auth/cache';
 import { ContactFastPath } from '../../src/contacts/fast-path';
 import { AccountNodes } from '../../src/account-nodes';
-import { connect, type Sql } from '../../src/db';
+import { connect, type Sql, type Tx } from '../../src/db';
+import { holdContactWrites } from '../../src/contacts/write-guard';
 import { runImport } from '../../worker/import/index';
 import { partStatements } from '../../worker/import/merge/sql-files';
 import { releaseStaging, stagingFor } from '../../worker/import/staging-pool';
@@ -23,7 +25,6 @@ const bed = importBed();
 const ACCOUNT_TABLES = [
   'brand_subscribe_events',
   'brands',
-  'bulk_operations',
   'contact_erasures',
   'contact_exports',
   'contact_imports',
@@ -37,22 +38,23 @@ const ACCOUNT_TABLES = [
   'webhook_endpoints',
 ];
 
+/** Read on every node by the fast path's checks (sql/migrations/0017, 0018): reference tables. */
+const CHECKED = ['bulk_operations', 'cache_versions'];
+
 beforeAll(async () => {
   const [citus] = await bed.db.sql`select 1 from pg_extension where extname = 'citus'`;
   if (!citus) throw new Error('test/cluster/ runs on a Citus cluster: CITUS_WORKERS=2 bun test/run.ts test/cluster');
 });
 
 describe('distribution', () => {
-  test('account tables by account_id, colocated; accounts, api_keys, cache_versions reference tables', async () => {
+  test('account tables by account_id, colocated; accounts, api_keys, checked tables reference', async () => {
     const sql = bed.db.sql;
     const withAccount = await sql<{ t: string }[]>`
       select c.relname as t from pg_class c join pg_namespace n on n.oid = c.relnamespace
       where n.nspname = 'public' and c.relkind = 'r' and c.relname not like 'import\\_%'
         and exists (select 1 from pg_attribute a where a.attrelid = c.oid and a.attname = 'account_id')
       order by 1`;
-    expect(withAccount.map((r) => r.t)).toEqual(
-      [...ACCOUNT_TABLES, 'api_keys', 'cache_versions', 'staging_sets'].sort(),
-    );
+    expect(withAccount.map((r) => r.t)).toEqual([...ACCOUNT_TABLES, ...CHECKED, 'api_keys', 'staging_sets'].sort());
 
     const rows = await sql<{ t: string; method: string; column: string | null; colocated: boolean }[]>`
       select logicalrelid::text as t, partmethod as method,
@@ -63,8 +65,7 @@ describe('distribution', () => {
     const byTable = Object.fromEntries(rows.map((r) => [r.t, r]));
     for (const t of ACCOUNT_TABLES)
       expect(byTable[t]).toEqual({ t, method: 'h', column: 'account_id', colocated: true });
-    // cache_versions: read on every node by the fast path's checks (sql/migrations/0017).
-    const REFERENCE = ['accounts', 'api_keys', 'cache_versions', 'staging_sets'];
+    const REFERENCE = ['accounts', 'api_keys', ...CHECKED, 'staging_sets'];
     for (const t of REFERENCE) expect(byTable[t]).toMatchObject({ t, method: 'n', column: null });
     const [ref] = await sql<{ n: number }[]>`
       select count(*)::int as n from pg_dist_partition
@@ -421,29 +422,64 @@ describe('the API fast path on the cluster', () => {
     }
   });
 
-  test("only the account's node admits a fast write; the counters read the same on every node", async () => {
+  test("a fast write entering any node is checked and locked on the account's node; a hold refuses it", async () => {
     const { account, claim, node, end } = await recordingFastPath();
     const nodes = await bed.db.sql<{ host: string; port: number }[]>`
       select nodename as host, nodeport as port from pg_dist_node where noderole = 'primary' and isactive`;
-    const admittedOn = async (at: Sql) =>
-      (await at.begin(async (tx) => {
-        const [row] = await tx<{ ok: boolean; v: string[] }[]>`
-          select contact_write_admitted(${account}::uuid, ${claim.keysVersion}::int8, 0, null) as ok,
-                 contact_versions(${account}::uuid)::text[] as v`;
-        return row!;
-      })) as { ok: boolean; v: string[] };
     const own = node.options;
+    const email = `anynode-${crypto.randomUUID()}@example.com`;
+    const md5 = (await bed.db.sql<{ m: string }[]>`select md5(${email})::uuid as m`)[0]!.m;
+    const args = (q: Sql | Tx) => q`${account}::uuid, ${claim.keysVersion}::int8, 0`;
+    // A create, then a patch, each in a transaction left open while the account's node is asked
+    // for its locks: the write lock is held there, whichever node the statement entered.
+    const write = async (at: Sql, create: boolean) =>
+      (await at.begin(async (tx) => {
+        const rows = create
+          ? await tx`
+              insert into contacts (account_id, email_md5, email, attributes, first_source)
+              values (${account}, ${md5}, ${email}, '{}', 'api')
+              returning contact_create_admitted(email_md5, ${args(tx)}) as ok`
+          : await tx`
+              update contacts set updated_at = now()
+              where account_id = ${account} and email_md5 = ${md5}
+                and contact_write_admitted(email_md5, ${args(tx)}, false)
+              returning true as ok`;
+        const [locks] = await node<{ n: number }[]>`
+          select count(*)::int as n from pg_locks
+          where locktype = 'advisory' and mode = 'ShareLock' and granted
+            and objid = (hashtextextended(${account}::text, 0) & 4294967295)::oid`;
+        return { rows: rows.length, lockedOnAccountNode: locks!.n > 0 };
+      })) as { rows: number; lockedOnAccountNode: boolean };
+    const hold = crypto.randomUUID();
     try {
-      for (const address of nodes) {
+      for (const [i, address] of nodes.entries()) {
         const at = connect(bed.db.url, 1, { node: address });
         try {
           const here = address.host === own.host[0] && address.port === own.port[0];
-          expect(await admittedOn(at)).toEqual({ ok: here, v: [String(claim.keysVersion), '0'] });
+          // Created once (through the first node), patched through each.
+          if (i === 0) expect(await write(at, true)).toEqual({ rows: 1, lockedOnAccountNode: true });
+          expect({ here, ...(await write(at, false)) }).toEqual({ here, rows: 1, lockedOnAccountNode: true });
+        } finally {
+          await at.end();
+        }
+      }
+      // A bulk operation of the account: refused through every node, the create with its code.
+      await holdContactWrites(bed.db.sql, account, hold, 'schema-change', 60);
+      for (const address of nodes) {
+        const at = connect(bed.db.url, 1, { node: address });
+        try {
+          expect(await write(at, false)).toEqual({ rows: 0, lockedOnAccountNode: false });
+          const refused = await at`
+            insert into contacts (account_id, email_md5, email, attributes, first_source)
+            values (${account}, md5(${`new-${email}`})::uuid, ${`new-${email}`}, '{}', 'api')
+            returning contact_create_admitted(email_md5, ${args(at)}) as ok`.catch((e: { code?: string }) => e.code);
+          expect(refused).toBe('CW001');
         } finally {
           await at.end();
         }
       }
     } finally {
+      await bed.db.sql`delete from bulk_operations where account_id = ${account} and id = ${hold}`;
       await end();
     }
   });

@@ -13,9 +13,14 @@ export async function addSeed(sql: Sql, accountId: string, email: string): Promi
   // md5 in SQL, as md5(lower(trim(email))) is computed elsewhere, so non-ASCII lowercasing agrees.
   const [row] = await sql<{ md5: string }[]>`select md5(lower(${email})) as md5`;
   const md5 = row!.md5;
-  await sql`
-    insert into seed_addresses (account_id, email_md5, email) values (${accountId}, ${md5}::uuid, ${email})
-    on conflict do nothing`;
+  // With the account's seeds counter, which tells the API's fast path to look for seeds
+  // (sql/migrations/0018), in the same transaction.
+  await sql.begin(async (tx) => {
+    await tx`
+      insert into seed_addresses (account_id, email_md5, email) values (${accountId}, ${md5}::uuid, ${email})
+      on conflict do nothing`;
+    await tx`select seeds_changed(${accountId}::uuid)`;
+  });
   return md5;
 }
 

@@ -23,7 +23,7 @@ export async function withAccountHold<T>(p: Pipeline, seconds: number, merge: ()
   try {
     // Own commit, before the first batch: from now on single contact writes get 409 with an estimate.
     await holdContactWrites(sql, job.accountId, job.id, 'contact-import', seconds);
-    await drainContactWrites(sql, job.accountId);
+    await drainContactWrites(sql, job.accountId, job.id);
     return await merge();
   } finally {
     // A broken connection took the lock with it; the caller releases the connection either way.
