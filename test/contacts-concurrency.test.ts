@@ -1,7 +1,7 @@
 // Real parallel requests against real PostgreSQL, and the write guard against bulk operations
 // (409 operation_in_progress with Retry-After; no single write interleaves with a bulk batch).
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { exclusiveLock } from '../src/contacts/write-guard';
+import { drainContactWrites, exclusiveLock, holdContactWrites } from '../src/contacts/write-guard';
 import { expectProblem, type Call } from './helpers/app';
 import { createAttribute, createBrand } from './helpers/fixtures';
 import {
@@ -355,6 +355,23 @@ for (const path of CONTACT_PATHS) {
           (await t.db.sql`select 1 from contacts where account_id = ${t.accountId} and attributes->>'a1' = 'late'`)
             .length,
         ).toBe(0);
+      });
+
+      test('a drain goes on only once its own hold is visible where it takes the lock', async () => {
+        // On Citus a hold commits on every node in two phases: a node that failed between them sees
+        // it only after recovery, and its single writes would not see it either (sql/migrations/0018).
+        const hold = crypto.randomUUID();
+        const refused = await drainContactWrites(t.db.sql, t.accountId, hold).then(
+          () => 'drained',
+          (e: { code?: string }) => e.code,
+        );
+        expect(refused).toBe('55000');
+        await holdContactWrites(t.db.sql, t.accountId, hold, 'contact-import', 30);
+        try {
+          await drainContactWrites(t.db.sql, t.accountId, hold);
+        } finally {
+          await t.db.sql`delete from bulk_operations where account_id = ${t.accountId} and id = ${hold}`;
+        }
       });
 
       test('a write in flight holds the batch off until it commits', async () => {
