@@ -26,4 +26,6 @@ export interface Deps {
    * account's statements (src/account-nodes.ts); absent: every statement goes through `sql`.
    */
   readonly nodePool?: import('./account-nodes').NodePoolFactory;
+  /** Wakes the worker's event sequencer after a write that may have committed events (src/events/wake.ts). */
+  readonly eventsHint?: import('./events/wake').EventsCommittedHint;
 }

@@ -7,6 +7,7 @@ import { resolveDatabaseUrl, resolveRedisUrl } from './embedded/urls';
 import { createStore } from './storage';
 import { createImportQueue } from './imports/bullmq-queue';
 import { ApiLoadSignal } from './imports/api-load';
+import { EventsCommittedHint } from './events/wake';
 import { migrate } from './migrate';
 import { closeAndExit, onStopSignals } from './shutdown';
 import { DatabaseCircuit } from './db-circuit';
@@ -28,6 +29,7 @@ if (config.migrateOnStart) await migrate(sql, (m) => log('info', m));
 const storage = await createStore(config);
 const queue = createImportQueue(redis.url);
 const load = new ApiLoadSignal(redis.url, config.importYieldRps);
+const eventsHint = new EventsCommittedHint(redis.url);
 const limiter = config.rateLimits
   ? new RateLimiter(new RedisRateLimitStore(redis.url), {
       perSecond: config.rateLimitPerSecond,
@@ -40,7 +42,7 @@ const stop = new AbortController();
 // The contact fast path's pools to the cluster's other nodes, opened on first use (src/account-nodes.ts).
 const nodePool = (node: NodeAddress) =>
   connect(db.url, config.databasePoolSize, { appName: config.appName, node, onclose: () => circuit.suspect() });
-const deps = { config, sql, storage, queue, load, circuit, limiter, stop: stop.signal, nodePool };
+const deps = { config, sql, storage, queue, load, eventsHint, circuit, limiter, stop: stop.signal, nodePool };
 const server = serveApi(deps);
 log('info', 'api listening', { url: `http://${config.host}:${server.port}`, storage: storage.driver });
 
@@ -54,6 +56,7 @@ async function shutdown(signal: string) {
   stop.abort();
   await queue.close().catch(() => {});
   await load.close();
+  await eventsHint.close();
   await limiter?.close();
   circuit.close();
   await probe.end({ timeout: 1 }).catch(() => {});

@@ -8,6 +8,7 @@ import { loadConfigOrExit } from '../src/config';
 import { connect } from '../src/db';
 import { errorFields, log, setLogLevel } from '../src/log';
 import { ApiLoad } from '../src/imports/api-load';
+import { onEventsCommitted } from '../src/events/wake';
 import { createImportQueue, redisConnection } from '../src/imports/bullmq-queue';
 import { markImportFailed } from '../src/imports/lifecycle';
 import {
@@ -83,8 +84,28 @@ const fairShare = new FairShare(concurrency, async () => {
   return oldest ? Math.max(0, Date.now() - oldest.timestamp) : 0;
 });
 
-/** How soon a committed event set gets its feed position, and so reaches the feed and the webhooks. */
-const SEQUENCE_EVERY_MS = 200;
+/**
+ * How often the event sequencer and the webhook relay look for work unasked. Committed events wake
+ * the sequencer at once (src/events/wake.ts: the API's hint through Redis, this process's merge
+ * batches directly), and positions placed wake the relay, as a failed delivery does when its retry
+ * is due; these looks only catch what a lost hint left (Redis away, a process killed between its
+ * commit and its hint) and the other replicas' placements. On a Citus cluster each look is a query
+ * over every shard: at 200 ms they cost an idle cluster about 70 ms of CPU a second.
+ */
+const SEQUENCE_UNHINTED_MS = 2_000;
+const RELAY_UNHINTED_MS = 1_000;
+
+// Brand-subscribe events reach the accounts' webhook endpoints (worker/events/relay.ts) once they
+// have feed positions: PostgreSQL holds every state, Redis only carries hints.
+const relay = startRelay(sql, {
+  allowPrivate: config.webhookAllowPrivateUrls,
+  checkUrl: checkWebhookUrl,
+  importing: () => fairShare.importing(),
+  pollMs: RELAY_UNHINTED_MS,
+});
+// ... which they get once committed (worker/events/sequencer.ts), woken by every hint.
+const sequencer = runLoop('event sequencer', SEQUENCE_UNHINTED_MS, () => sequenceEvents(sql, () => relay.poke()));
+const eventHints = onEventsCommitted(redis.url, () => sequencer.poke());
 
 type Handler = (job: Job, token?: string) => Promise<unknown>;
 
@@ -109,6 +130,7 @@ const handlers: Record<string, Record<string, Handler>> = {
             giveWay: () => fairShare.giveWay(importId),
             sharing: () => fairShare.sharing(),
             apiBusy: apiLoad && (() => apiLoad.busy()),
+            eventsCommitted: () => sequencer.poke(),
           },
           accountId,
           importId,
@@ -226,14 +248,6 @@ const sweepScheduler = keepSweepScheduler(sweepQueue, sweepConnection);
 await sweepScheduler.started;
 // Rejected-rows report files of workers killed on this machine (worker/import/report.ts).
 const staleReports = await removeStaleReportFiles();
-// Brand-subscribe events get their feed positions once committed (worker/events/sequencer.ts).
-const sequencer = runLoop('event sequencer', SEQUENCE_EVERY_MS, () => sequenceEvents(sql));
-// ... and reach the accounts' webhook endpoints (worker/events/relay.ts): PostgreSQL only, no Redis.
-const relay = startRelay(sql, {
-  allowPrivate: config.webhookAllowPrivateUrls,
-  checkUrl: checkWebhookUrl,
-  importing: () => fairShare.importing(),
-});
 // Contact exports, under a lease on their row like the relay's endpoints (worker/exports/loop.ts),
 // their COPY read at a lower rate while the API is busy (worker/exports/copy-rows.ts).
 const exports = startExports(sql, storage, {
@@ -291,6 +305,7 @@ async function shutdown(signal: string) {
     sweepWorker.close(),
     sequencer.stop(),
     relay.stop(),
+    eventHints.close(),
     exports.stop(),
     stagingPool.stop(),
   ]);

@@ -37,7 +37,20 @@ export function takesKeyClaims(method: string, path: string): boolean {
  * Brand assignment under `/brands` and, identically, under the deprecated `/subscriptions`.
  * Registered twice from one definition so the two paths cannot drift apart.
  */
-function brandAssignmentRoutes({ sql }: Deps, segment: 'brands' | 'subscriptions') {
+/**
+ * After a write that may have recorded brand-subscribe events (brands sent, events not turned off),
+ * once it committed: wakes the event sequencer (src/events/wake.ts). A write that recorded none (the
+ * brands were there already) only costs a spare look.
+ */
+function hintEvents(
+  { eventsHint }: Deps,
+  body: { brandIds?: readonly string[]; publishBrandSubscribeEvents?: boolean },
+) {
+  if (eventsHint && body.brandIds?.length && publishesEvents(body)) eventsHint.committed();
+}
+
+function brandAssignmentRoutes(deps: Deps, segment: 'brands' | 'subscriptions') {
+  const { sql } = deps;
   const deprecated = segment === 'subscriptions';
   const note = deprecated ? ' (deprecated alternate of /brands)' : '';
   return new Elysia({ prefix: '/v1/contacts', detail: { tags: ['Contacts'] } })
@@ -52,8 +65,17 @@ function brandAssignmentRoutes({ sql }: Deps, segment: 'brands' | 'subscriptions
     )
     .post(
       `/:emailMd5/${segment}`,
-      ({ request, params, body }) =>
-        addContactBrands(sql, authOf(request).accountId, params.emailMd5, body.brandIds, publishesEvents(body)),
+      async ({ request, params, body }) => {
+        const brands = await addContactBrands(
+          sql,
+          authOf(request).accountId,
+          params.emailMd5,
+          body.brandIds,
+          publishesEvents(body),
+        );
+        hintEvents(deps, body);
+        return brands;
+      },
       {
         transform: ({ body }) => assertBodyShape(body, BODY_FIELDS.addBrands),
         params: EmailMd5Params,
@@ -77,7 +99,8 @@ function brandAssignmentRoutes({ sql }: Deps, segment: 'brands' | 'subscriptions
 }
 
 /** `fast` is tried first when configured (CONTACT_FAST_PATH); the plain path decides everything else. */
-function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath | undefined) {
+function contactResourceRoutes(deps: Deps, fast: ContactFastPath | undefined) {
+  const { sql } = deps;
   return new Elysia({ prefix: '/v1/contacts', detail: { tags: ['Contacts'] } })
     .post(
       '',
@@ -85,9 +108,11 @@ function contactResourceRoutes({ sql }: Deps, fast: ContactFastPath | undefined)
         const added = await fast?.create(claimOf(request), body);
         if (added) {
           claimConfirmed(request);
+          hintEvents(deps, body);
           return jsonResponse(added, 201);
         }
         const { created, contact } = await createContact(sql, (await confirmedAuthOf(request)).accountId, body);
+        hintEvents(deps, body);
         return jsonResponse(contact, created ? 201 : 200);
       },
       {

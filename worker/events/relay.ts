@@ -27,7 +27,7 @@ export interface RelayOptions {
   concurrency?: number;
   /** How long a receiver has to answer (10 s; tests shorten it). */
   timeoutMs?: number;
-  /** How often the relay looks for endpoints with something to deliver (200 ms). */
+  /** How often the relay looks for endpoints unasked (200 ms; the worker's: worker/index.ts). */
   pollMs?: number;
   /** How long a claim on an endpoint holds without being renewed (30 s). */
   leaseSeconds?: number;
@@ -78,6 +78,7 @@ export function startRelay(sql: Sql, options: RelayOptions): Relay {
   // again at once; `delivering` keeps it from delivering an endpoint twice at the same time.
   const token = crypto.randomUUID();
   const delivering = new Map<string, Promise<void>>();
+  const retryTimers = new Set<ReturnType<typeof setTimeout>>();
   let stopping = false;
   let failing = false;
 
@@ -249,7 +250,14 @@ export function startRelay(sql: Sql, options: RelayOptions): Relay {
       returning enabled, attempts`;
     if (!row) return false;
     if (!row.enabled) log('warn', 'webhook endpoint disabled', { accountId: ep.account_id, endpointId: ep.id, reason });
-    else
+    else {
+      // Looked for again when it is due, not only at the next unhinted pass.
+      const timer = setTimeout(() => {
+        retryTimers.delete(timer);
+        loop.poke();
+      }, delayMs + 5);
+      timer.unref();
+      retryTimers.add(timer);
       log('info', 'webhook delivery failed; retrying', {
         accountId: ep.account_id,
         endpointId: ep.id,
@@ -257,6 +265,7 @@ export function startRelay(sql: Sql, options: RelayOptions): Relay {
         reason,
         retryInMs: delayMs,
       });
+    }
     return true;
   }
 
@@ -274,6 +283,7 @@ export function startRelay(sql: Sql, options: RelayOptions): Relay {
     poke: () => loop.poke(),
     async stop() {
       stopping = true;
+      for (const timer of retryTimers) clearTimeout(timer);
       await loop.stop();
       await Promise.allSettled(delivering.values());
     },

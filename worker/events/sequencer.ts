@@ -7,13 +7,18 @@ const ACCOUNTS_PER_PASS = 1_000;
 /**
  * Gives the committed, unplaced brand-subscribe event sets of every account their feed positions
  * (sql/migrations/0011_event_feed.sql says why positions, not ids). Returns whether it left work
- * for another pass. Any number of workers run it: an account another one is placing is skipped.
+ * for another pass; `placed` hears of every account that got positions (the relay's cue). Any
+ * number of workers run it: an account another one is placing is skipped.
  */
-export async function sequenceEvents(sql: Sql): Promise<boolean> {
+export async function sequenceEvents(sql: Sql, placed?: (accountId: string) => void): Promise<boolean> {
   const accounts = await sql<{ account_id: string }[]>`
     select distinct account_id from brand_subscribe_events where position is null limit ${ACCOUNTS_PER_PASS}`;
   let more = accounts.length === ACCOUNTS_PER_PASS;
-  for (const { account_id } of accounts) if (await sequenceAccount(sql, account_id)) more = true;
+  for (const { account_id } of accounts) {
+    const { n, full } = await sequenceAccount(sql, account_id);
+    if (n > 0) placed?.(account_id);
+    if (full) more = true;
+  }
   return more;
 }
 
@@ -22,8 +27,8 @@ export async function sequenceEvents(sql: Sql): Promise<boolean> {
  * account starts after this one committed, so it sees these positions and every set committed
  * before it, and positions become visible in their order.
  */
-async function sequenceAccount(sql: Sql, accountId: string): Promise<boolean> {
-  return sql.begin(async (tx) => {
+async function sequenceAccount(sql: Sql, accountId: string): Promise<{ n: number; full: boolean }> {
+  const result = await sql.begin(async (tx) => {
     let [head] = await tx<{ sequenced_through: number }[]>`
       select sequenced_through from event_feed_heads where account_id = ${accountId} for update skip locked`;
     if (!head) {
@@ -32,7 +37,7 @@ async function sequenceAccount(sql: Sql, accountId: string): Promise<boolean> {
         on conflict (account_id) do nothing
         returning sequenced_through`;
       // Someone else made it, and holds it now or just did: their pass places these sets.
-      if (!made) return false;
+      if (!made) return { n: 0, full: false };
       head = made;
     }
     const base = Number(head.sequenced_through);
@@ -53,6 +58,7 @@ async function sequenceAccount(sql: Sql, accountId: string): Promise<boolean> {
       returning 1`;
     const n = placed.length;
     if (n > 0) await tx`update event_feed_heads set sequenced_through = ${base + n} where account_id = ${accountId}`;
-    return n === SETS_PER_PASS;
+    return { n, full: n === SETS_PER_PASS };
   });
+  return result as { n: number; full: boolean };
 }

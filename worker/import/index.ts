@@ -34,6 +34,8 @@ export interface ImportDeps {
   sharing?: () => boolean;
   /** Pipeline.apiBusy: whether the API said it is busy (src/imports/api-load.ts). */
   apiBusy?: () => boolean;
+  /** Pipeline.eventsCommitted: after a merge batch committed events. */
+  eventsCommitted?: () => void;
 }
 
 /**
@@ -142,6 +144,7 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
         giveWay: deps.giveWay,
         sharing: deps.sharing,
         apiBusy: deps.apiBusy,
+        eventsCommitted: deps.eventsCommitted,
         pace,
       };
       let end: Step;

@@ -129,6 +129,8 @@ export interface Pipeline {
    * (merge/batch.ts). Absent: never (the admin CLI's in-process run).
    */
   apiBusy?: () => boolean;
+  /** Called after a merge batch committed brand-subscribe events (src/events/wake.ts); absent: nothing. */
+  eventsCommitted?: () => void;
   /** How many times a paced piece's own time it rests after it (IMPORT_PACE; 0: never paced). */
   pace: number;
   /** The rejected-rows report written ahead during the merge (report.ts), for the finish to take. */

@@ -99,7 +99,10 @@ function lostRace(e: unknown): boolean {
 export async function runBatch(m: Merge, b: Batch): Promise<Outcome> {
   for (let attempt = 0; ; attempt++) {
     try {
-      return await batchTransaction(m, b);
+      const outcome = await batchTransaction(m, b);
+      // Committed: wake the event sequencer for the batch's events (src/events/wake.ts).
+      if ('counts' in outcome && outcome.counts.events > 0) m.p.eventsCommitted?.();
+      return outcome;
     } catch (e) {
       if (e instanceof BatchHalted) return { halt: e.halt };
       if (!lostRace(e) || attempt >= RACE_RETRIES) throw e;
