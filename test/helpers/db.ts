@@ -42,7 +42,17 @@ export async function dropDatabase(adminUrls: string[], name: string): Promise<v
     } finally {
       await db.end();
     }
-    await onServer(adminUrl, `drop database if exists ${name} with (force)`);
+    // `force` ends the sessions it finds; one that connects in the moment after (a Citus node's
+    // connection from a backend still closing) fails the drop with 55006: try again, briefly.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await onServer(adminUrl, `drop database if exists ${name} with (force)`);
+        break;
+      } catch (e) {
+        if ((e as { code?: string }).code !== '55006' || attempt >= 10) throw e;
+        await Bun.sleep(200);
+      }
+    }
   }
 }
 
