@@ -34,10 +34,6 @@ export function takesKeyClaims(method: string, path: string): boolean {
 }
 
 /**
- * Brand assignment under `/brands` and, identically, under the deprecated `/subscriptions`.
- * Registered twice from one definition so the two paths cannot drift apart.
- */
-/**
  * After a write that may have recorded brand-subscribe events (brands sent, events not turned off),
  * once it committed: wakes the event sequencer (src/events/wake.ts). A write that recorded none (the
  * brands were there already) only costs a spare look.
@@ -49,6 +45,10 @@ function hintEvents(
   if (eventsHint && body.brandIds?.length && publishesEvents(body)) eventsHint.committed();
 }
 
+/**
+ * Brand assignment under `/brands` and, identically, under the deprecated `/subscriptions`.
+ * Registered twice from one definition so the two paths cannot drift apart.
+ */
 function brandAssignmentRoutes(deps: Deps, segment: 'brands' | 'subscriptions') {
   const { sql } = deps;
   const deprecated = segment === 'subscriptions';
