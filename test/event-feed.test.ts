@@ -248,6 +248,66 @@ describe('GET /v1/events', () => {
     expect((await a.feed('?limit=1000')).status).toBe(200);
   });
 
+  test('a well-spelled cursor the feed did not give out is 400 at after; every one it gave out works', async () => {
+    const a = await account();
+    const refused = async (c: { position: number; index: number } | string) => {
+      const text = typeof c === 'string' ? Buffer.from(c).toString('base64url') : formatCursor(c);
+      const body = expectProblem(await a.feed(`?after=${text}`), 400, 'invalid_request_error');
+      expect(body.errors).toEqual([{ parameter: 'after', detail: expect.stringContaining('not a cursor') }]);
+    };
+    // Nothing placed yet: the end is the start of position 1, and nothing past it exists.
+    const empty = await a.feed();
+    expect(empty.body).toEqual({ data: [], next: formatCursor({ position: 1, index: 0 }) });
+    expect((await a.feed(`?after=${empty.body.next}`)).status).toBe(200);
+    await refused({ position: 2, index: 0 });
+    await refused({ position: 1, index: 1 });
+
+    await a.create('c1@example.com');
+    await a.create('c2@example.com');
+    // An import's sets (one per part of its merge), of more than one event each.
+    const emails = ['c1', 'c2', ...[3, 4, 5, 6, 7, 8].map((i) => `c${i}`)].map((e) => `${e}@example.com`);
+    const csv = `Email\n${emails.slice(2).join('\n')}\n`;
+    const id = await stageImport(t.db.sql, files.store, a.id, csv, { columns: ['Email'], brandIds: [a.brand] });
+    await runImport({ sql: t.db.sql, storage: files.store, config: testConfig(100) }, a.id, id);
+    await sequenceEvents(t.db.sql);
+    const sets = await t.db.sql<{ position: number; size: number }[]>`
+      select position::int, size from brand_subscribe_events where account_id = ${a.id} order by position`;
+    const end = sets.at(-1)!.position + 1;
+    const big = sets.reduce((x, y) => (y.size > x.size ? y : x));
+    expect(big.size).toBeGreaterThan(1);
+
+    // The issue's hand-made cursor, and every place past the end or inside a set past its end.
+    await refused('v2.999999999999999.0');
+    await refused({ position: end + 1, index: 0 });
+    await refused({ position: end, index: 1 });
+    await refused({ position: big.position, index: big.size });
+    await refused({ position: 1, index: 1 });
+
+    // Every cursor the feed gives out, page by page of one, is taken back; so is the end, which
+    // reads nothing until more is placed and then exactly what came after it.
+    const seen: string[] = [];
+    let next: string | undefined;
+    for (;;) {
+      const res = await a.feed(`?limit=1${next ? `&after=${next}` : ''}`);
+      expect(res.status).toBe(200);
+      if (res.body.data.length === 0) break;
+      seen.push(res.body.data[0].data.email);
+      next = res.body.next;
+    }
+    expect(seen.sort()).toEqual(emails.sort());
+    expect(next).toBe(formatCursor({ position: end, index: 0 }));
+    const lastOfBig = await a.feed(`?after=${formatCursor({ position: big.position, index: big.size - 1 })}`);
+    expect(lastOfBig.status).toBe(200);
+    expect(lastOfBig.body.data.length).toBeGreaterThan(0);
+    await a.create('c9@example.com');
+    await sequenceEvents(t.db.sql);
+    const later = await a.feed(`?after=${next}`);
+    expect(later.body.data.map((e: FeedEvent) => e.data.email)).toEqual(['c9@example.com']);
+    // Another account's feed is its own: a place only this one reached is past that one's end.
+    const b = await account();
+    expectProblem(await b.feed(`?after=${next}`), 400, 'invalid_request_error');
+  });
+
   test('the scope events:read; 401 without a key', async () => {
     const a = await account();
     const narrow = await createKey(t.db.sql, a.id, ['contacts:read']);

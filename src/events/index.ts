@@ -4,9 +4,9 @@ import { ApiError } from '../errors';
 import { authOf } from '../http/context';
 import { errorResponses } from '../http/openapi';
 import { rejectRepeatedParams, rejectUnknownParams } from '../http/pagination';
-import { after, formatCursor, lostToRetention, parseCursor } from './cursor';
+import { after, formatCursor, gaveOut, lostToRetention, notGivenOut, parseCursor } from './cursor';
 import { EventPage, EventsQuery } from './model';
-import { prunedThrough, readPage } from './page';
+import { feedAt, readPage } from './page';
 
 const DEFAULT_LIMIT = 100;
 
@@ -18,7 +18,8 @@ export function eventRoutes({ sql, config }: Deps) {
       rejectUnknownParams(query, ['after', 'limit']);
       const accountId = authOf(request).accountId;
       const asked = query.after === undefined ? undefined : parseCursor(query.after);
-      const pruned = await prunedThrough(sql, accountId);
+      const feed = await feedAt(sql, accountId, asked);
+      const pruned = feed.prunedThrough;
       if (asked && lostToRetention(asked, pruned)) {
         const detail =
           `The cursor in after is older than the event retention (${config.eventRetentionDays} days): ` +
@@ -28,6 +29,7 @@ export function eventRoutes({ sql, config }: Deps) {
           title: 'Cursor expired',
         });
       }
+      if (asked && !gaveOut(asked, feed)) throw notGivenOut('after');
       const page = await readPage(sql, accountId, asked ?? after(pruned), query.limit ?? DEFAULT_LIMIT);
       // The events come as JSON texts from PostgreSQL and are spliced in, not parsed and written again.
       const body = `{"data":[${page.events}],"next":${JSON.stringify(formatCursor(page.next))}}`;

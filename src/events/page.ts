@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { AnySql } from '../db';
-import { after, type Cursor } from './cursor';
+import { after, type Cursor, type FeedAt } from './cursor';
 
 const PAGE_SQL = join(import.meta.dir, '../../sql/events/page.sql');
 let pageText: Promise<string> | undefined;
@@ -38,9 +38,21 @@ export async function readPage(
   return { events: page.events ?? '', count: page.shown, next };
 }
 
-/** How far the retention sweep removed the account's feed: a cursor before it has lost events. */
-export async function prunedThrough(sql: AnySql, accountId: string): Promise<number> {
-  const [head] = await sql<{ pruned_through: number }[]>`
-    select pruned_through from event_feed_heads where account_id = ${accountId}`;
-  return Number(head?.pruned_through ?? 0);
+/**
+ * The account's feed as `at` meets it: how far it is placed and pruned, and the size of the set at
+ * `at`'s position (none without `at`). One statement on the account's rows: on a cluster both
+ * tables are distributed by account, so it runs on the account's node.
+ */
+export async function feedAt(sql: AnySql, accountId: string, at: Cursor | undefined): Promise<FeedAt> {
+  const [row] = await sql<{ sequenced_through: string; pruned_through: string; size: number | null }[]>`
+    select h.sequenced_through, h.pruned_through, e.size
+    from event_feed_heads h
+    left join brand_subscribe_events e on e.account_id = h.account_id and e.position = ${at?.position ?? 0}
+    where h.account_id = ${accountId}`;
+  // No head yet: nothing was ever placed for the account.
+  return {
+    sequencedThrough: Number(row?.sequenced_through ?? 0),
+    prunedThrough: Number(row?.pruned_through ?? 0),
+    setSize: row?.size ?? null,
+  };
 }
