@@ -3,6 +3,7 @@ import { forbidden, unauthenticated } from '../errors';
 import { LiveCache } from './cache';
 import { parseKey, secretMatches } from './keys';
 import type { Scope } from './scopes';
+import { suspendedSql } from './suspension';
 
 export interface Auth {
   readonly accountId: string;
@@ -61,7 +62,7 @@ export class Authenticator {
     const epoch = this.keys.epoch;
     const [row] = await this.sql<KeyRow[]>`
       select k.account_id, k.secret_sha256, k.scopes, k.revoked_at is not null as revoked,
-             a.suspended_at is not null as suspended,
+             ${suspendedSql(this.sql, 'a')} as suspended,
              coalesce(v.keys, 0) as keys_version, a.rate_limit_per_second, a.rate_limit_burst
       from api_keys k join accounts a on a.id = k.account_id left join cache_versions v on v.account_id = k.account_id
       where k.id = ${parsed.id}`;

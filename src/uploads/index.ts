@@ -1,3 +1,4 @@
+import { isSuspended, SUSPENDED_DETAIL } from '../auth/suspension';
 import type { Deps } from '../deps';
 import { errorFields, log } from '../log';
 import { importObjectKey } from '../storage';
@@ -68,6 +69,10 @@ function handleUpload(deps: Deps, maxBytes: number) {
       );
 
     const { accountId, importId } = grant;
+    // Refused before a byte is stored. The worker is the last gate: a file that slipped in as the
+    // suspension committed waits, unimported, until the account is unsuspended (worker/import/index.ts).
+    if (await againOnLostSession('upload suspension', () => isSuspended(deps.sql, accountId), deps.circuit))
+      return accessDenied(SUSPENDED_DETAIL);
     // The body is read once, so the request cannot be sent again after a lost session
     // (http/lost-session.ts): its statements are, the window's a read, completeUpload one last commit.
     const window = await againOnLostSession(

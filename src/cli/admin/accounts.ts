@@ -48,6 +48,21 @@ export const accountCommands: Record<string, Command> = {
       };
     },
   },
+  'account unsuspend': {
+    usage: 'account unsuspend --account ID',
+    prepare(argv) {
+      const accountId = uuidFlag('account', parseFlags(argv, { account: REQUIRED }).account);
+      return async (sql) => {
+        await requireAccount(sql, accountId);
+        // What waited resumes by itself (src/auth/suspension.ts): the worker looks again within seconds.
+        await sql.begin(async (tx) => {
+          await tx`update accounts set suspended_at = null where id = ${accountId}`;
+          await cacheChanged(tx, accountId, 'accounts');
+        });
+        return { id: accountId, suspended: false };
+      };
+    },
+  },
   'account rate-limit': {
     usage: 'account rate-limit --account ID [--per-second N --burst M | --default]',
     prepare(argv) {

@@ -10,6 +10,7 @@ import { insertImport, isOpenImportConflict, markImportFailed, markUploaded } fr
 import { runImport, UnrecoverableImportError } from '../../../worker/import/index';
 import { decompressed } from '../../../worker/import/decompress';
 import { ImportFileError } from '../../../worker/import/state';
+import { isSuspended } from '../../auth/suspension';
 import { requireAccount } from './accounts';
 import { AdminError, parseFlags, UsageError, uuidFlag, type Command } from './args';
 import { loadConfig } from '../../config';
@@ -59,6 +60,9 @@ export async function importCommand(
   const brandIds = [...new Set((flags.brand ?? []).map((b) => uuidFlag('brand', b)))];
 
   await requireAccount(sql, accountId);
+  // It would wait, open, until the account is unsuspended (worker/import/index.ts): say so now instead.
+  if (await isSuspended(sql, accountId))
+    throw new AdminError(`account ${accountId} is suspended; unsuspend it before importing into it`);
   const header = await readHeader(flags.file);
   const { columns, errors } = resolveColumns(await getSchema(sql, accountId), header);
   if (errors.length)
