@@ -19,6 +19,7 @@ import {
   IMPORT_QUEUE,
   JOB_NAMES,
   STALLED_CHECK_MS,
+  SUSPENDED_RECHECK_MS,
   SWEEP_JOB,
   SWEEP_QUEUE,
   type ImportJobData,
@@ -135,6 +136,11 @@ const handlers: Record<string, Record<string, Handler>> = {
           accountId,
           importId,
         );
+        if (end === 'suspended' && token) {
+          // The account is suspended: the import waits, open, and is looked at again until it is not.
+          await job.moveToDelayed(Date.now() + SUSPENDED_RECHECK_MS, token);
+          throw new DelayedError();
+        }
         if (end === 'yielded' && token) {
           // Gave its place to another account's import at a checkpoint: back of the queue, no retry
           // spent; the run that takes it up again resumes from there.

@@ -41,6 +41,11 @@ export const STALLED_CHECK_MS = 5_000;
 export const STALLED_RESUME_MS = IMPORT_LOCK_MS + 2 * STALLED_CHECK_MS;
 /** How soon a job whose import another worker is still running (ImportBusyError) looks again. */
 export const BUSY_RECHECK_MS = 2_000;
+/**
+ * How soon a job whose account is suspended looks again: the import waits, open, without spending a
+ * retry, and runs within this long of the account being unsuspended (one primary-key read a look).
+ */
+export const SUSPENDED_RECHECK_MS = 5_000;
 
 export const JOB_NAMES: Record<string, readonly string[]> = {
   [IMPORT_QUEUE]: [IMPORT_JOB],

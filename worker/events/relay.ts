@@ -1,3 +1,4 @@
+import { isSuspended, suspendedSql } from '../../src/auth/suspension';
 import type { Sql } from '../../src/db';
 import { after, before, lostToRetention, type Cursor } from '../../src/events/cursor';
 import { readPage } from '../../src/events/page';
@@ -88,12 +89,15 @@ export function startRelay(sql: Sql, options: RelayOptions): Relay {
   async function pass(): Promise<boolean> {
     const free = concurrency - delivering.size;
     if (free <= 0 || stopping) return false;
-    // Due, not leased by another process, and with a batch in flight or events past the cursor.
+    // Due, not leased by another process, and with a batch in flight or events past the cursor. A
+    // suspended account's endpoints wait, untouched: their events stay in the feed, and the first
+    // pass after the account is unsuspended finds them (accounts: a reference table on a cluster).
     const due = await sql<{ account_id: string; id: string }[]>`
       select e.account_id, e.id
       from webhook_endpoints e
       join event_feed_heads h on h.account_id = e.account_id
-      where e.enabled and e.next_attempt_at <= now()
+      join accounts a on a.id = e.account_id
+      where e.enabled and e.next_attempt_at <= now() and not ${suspendedSql(sql, 'a')}
         and (e.lease_until is null or e.lease_until < now() or e.lease_token = ${token})
         and (e.batch_id is not null or h.sequenced_through >= e.delivered_position)
       order by e.next_attempt_at
@@ -124,6 +128,8 @@ export function startRelay(sql: Sql, options: RelayOptions): Relay {
       held = ep !== undefined;
       let step: Step = 'more';
       while (ep && step === 'more' && !stopping) {
+        // Suspended while its backlog goes out: the next batch waits (as it is, if fixed) until unsuspended.
+        if (await isSuspended(sql, accountId)) break;
         const started = performance.now();
         [step, ep] = await deliverBatch(ep);
         // Capped well inside the lease, which the next batch's first update renews.

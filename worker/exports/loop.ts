@@ -1,3 +1,4 @@
+import { suspendedSql } from '../../src/auth/suspension';
 import type { Sql } from '../../src/db';
 import { EXPORT_LEASE_SECONDS } from '../../src/exports/retry-after';
 import { log } from '../../src/log';
@@ -40,10 +41,14 @@ export async function runNextExport(
   retentionDays: number,
   apiBusy?: () => boolean,
 ): Promise<RunEnd | undefined> {
+  // A suspended account's exports wait, queued, until it is unsuspended (runExport puts back one
+  // that was running); in the search, so that they never crowd out the others' (accounts: a
+  // reference table on a cluster).
   const due = await sql<{ account_id: string; id: string }[]>`
-    select account_id, id from contact_exports
-    where status = 'queued' or (status = 'exporting' and lease_until < now())
-    order by created_at
+    select x.account_id, x.id from contact_exports x
+    join accounts a on a.id = x.account_id
+    where (x.status = 'queued' or (x.status = 'exporting' and x.lease_until < now())) and not ${suspendedSql(sql, 'a')}
+    order by x.created_at
     limit 10`;
   for (const { account_id, id } of due) {
     const [claimed] = await sql<ClaimedExport[]>`

@@ -1,6 +1,7 @@
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream';
 import { createGzip, constants } from 'node:zlib';
+import { isSuspended } from '../../src/auth/suspension';
 import type { Sql } from '../../src/db';
 import { isConnectionGone } from '../../src/db-unavailable';
 import { exportObjectKey } from '../../src/exports/download';
@@ -53,7 +54,8 @@ export interface ExportRunDeps {
 
 class LeaseLostError extends Error {}
 
-export type RunEnd = 'success' | 'failed' | 'retry' | 'lost';
+/** `suspended`: the account was suspended mid-run; the export is queued again, no attempt spent. */
+export type RunEnd = 'success' | 'failed' | 'retry' | 'lost' | 'suspended';
 
 /**
  * One run of a claimed export: the COPY's rows behind a header, gzip'd if asked (level 1: the file
@@ -87,6 +89,7 @@ export async function runExport(deps: ExportRunDeps, claimed: ClaimedExport): Pr
   const key = exportObjectKey(accountId, id, claimed.attempts, gzip);
   let copy: Awaited<ReturnType<typeof copyRows>> | undefined;
   let renewal: ReturnType<typeof setInterval> | undefined;
+  let suspended = false;
   try {
     await held(sql`object_key = ${key}, upload_id = null`);
     const filter = { brandIds: claimed.brand_ids, enabled: claimed.enabled };
@@ -103,6 +106,15 @@ export async function runExport(deps: ExportRunDeps, claimed: ClaimedExport): Pr
       ).catch((e) => {
         if (e instanceof LeaseLostError) running.abort(e);
       });
+      // A file made for a suspended account would be served to no one: the run stops at this look (every
+      // RENEW_MS), and starts over once the account is unsuspended.
+      void isSuspended(sql, accountId)
+        .then((now) => {
+          if (!now) return;
+          suspended = true;
+          running.abort(new Error(`the account of export ${id} was suspended`));
+        })
+        .catch(() => {});
     }, RENEW_MS);
     async function* file(): AsyncGenerator<Buffer> {
       yield Buffer.from(headerLine(columns));
@@ -117,6 +129,8 @@ export async function runExport(deps: ExportRunDeps, claimed: ClaimedExport): Pr
     const type = gzip ? 'application/gzip' : 'text/csv; charset=utf-8';
     const bytes = await writeObject(storage, key, body, type, (uploadId) => held(sql`upload_id = ${uploadId}`));
     clearInterval(renewal);
+    // Seen after the COPY had ended (a small export): the file goes too, as it would have mid-way.
+    if (suspended) throw new Error(`the account of export ${id} was suspended`);
     await held(sql`
       status = 'success', row_count = ${running.rows()}, rows_written = ${running.rows()}, upload_id = null,
       completed_at = now(), file_expires_at = now() + make_interval(days => ${deps.retentionDays}),
@@ -137,6 +151,7 @@ export async function runExport(deps: ExportRunDeps, claimed: ClaimedExport): Pr
       deps.log('contact export run lost its lease; another worker has it', { accountId, exportId: id });
       return 'lost';
     }
+    if (suspended) return putBack(deps, claimed);
     return giveUp(deps, claimed, e);
   }
 }
@@ -163,6 +178,21 @@ async function giveUp({ sql, token, log }: ExportRunDeps, claimed: ClaimedExport
   // Another run holds the export now (this one failed after its lease was taken): nothing was ours to change.
   if (updated?.length === 0) return 'lost';
   return last ? 'failed' : 'retry';
+}
+
+/** A run stopped by the account's suspension: queued again as if never claimed (no attempt counted). */
+async function putBack({ sql, token, log }: ExportRunDeps, claimed: ClaimedExport): Promise<RunEnd> {
+  const updated = await sql`
+    update contact_exports set status = 'queued', attempts = attempts - 1, started_at = null, rows_written = 0,
+      rows_expected = null, object_key = null, upload_id = null, lease_token = null, lease_until = null
+    where account_id = ${claimed.account_id} and id = ${claimed.id} and lease_token = ${token}
+    returning 1`.catch(() => undefined);
+  if (updated?.length === 0) return 'lost';
+  log('contact export stopped: its account is suspended; queued again', {
+    accountId: claimed.account_id,
+    exportId: claimed.id,
+  });
+  return 'suspended';
 }
 
 /**

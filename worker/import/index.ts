@@ -1,3 +1,4 @@
+import { isSuspended } from '../../src/auth/suspension';
 import type { Config } from '../../src/config';
 import type { Sql } from '../../src/db';
 import { isDatabaseUnavailable } from '../../src/db-unavailable';
@@ -10,6 +11,7 @@ import { cleanup, finishPhase } from './finish';
 import { mergePhase } from './merge';
 import { readPhase } from './read';
 import { stagingFor } from './staging-pool';
+import { watchSuspension } from './suspension-watch';
 import {
   ImportBusyError,
   ImportFileError,
@@ -36,13 +38,17 @@ export interface ImportDeps {
   apiBusy?: () => boolean;
   /** Pipeline.eventsCommitted: after a merge batch committed events. */
   eventsCommitted?: () => void;
+  /** How often the run looks whether its account was suspended (SUSPENSION_LOOK_MS; tests shorten it). */
+  suspensionLookMs?: number;
 }
 
 /**
  * `ended`: the import is final (or was never this run's to run); `yielded`: the run gave way to
- * another account's import at a checkpoint, and the import is to be run again from there.
+ * another account's import at a checkpoint, and the import is to be run again from there;
+ * `suspended`: the account is suspended, and the import (not started, or stopped at a checkpoint)
+ * waits, still open, to be run again from there once the account is unsuspended.
  */
-export type RunEnd = 'ended' | 'yielded';
+export type RunEnd = 'ended' | 'yielded' | 'suspended';
 
 /**
  * Runs (or resumes) one contact import to its end: read → dedupe → merge → finish.
@@ -127,52 +133,83 @@ async function runOnce(deps: ImportDeps, accountId: string, importId: string, lo
         await cleanup(sql, storage, job, log, keepFree);
         return 'ended';
       }
-      const { importBatchSize: batchSize, importMergeConcurrency: mergeConcurrency } = deps.config;
-      const { rejectedRowsReport: report, rejectedRowsRetentionDays: reportRetentionDays } = deps.config;
-      const { importPace: pace } = deps.config;
-      const p: Pipeline = {
-        sql,
-        conn,
-        store: storage,
-        job,
-        staging: await stagingFor(sql, job),
-        batchSize,
-        mergeConcurrency,
-        report,
-        reportRetentionDays,
-        log,
-        giveWay: deps.giveWay,
-        sharing: deps.sharing,
-        apiBusy: deps.apiBusy,
-        eventsCommitted: deps.eventsCommitted,
-        pace,
-      };
-      let end: Step;
-      try {
-        end = await runPhases(p).finally(() => p.reportDraft?.discard());
-      } catch (e) {
-        if (!(e instanceof ImportFileError)) throw e;
-        await markImportFailed(sql, accountId, importId, e.message);
-        importsFinished.inc({ status: 'failed' });
-        await cleanup(sql, storage, job, log, keepFree);
-        log('import failed', { importId, reason: e.message });
-        throw new UnrecoverableImportError(importId, e.message, { cause: e });
+      if (await isSuspended(sql, accountId)) {
+        log('import waits: its account is suspended', { importId });
+        return 'suspended';
       }
-      if (end.phase === 'yielded') return 'yielded';
-      if (end.phase === 'done') {
-        importsFinished.inc({ status: 'success' });
-        await cleanup(sql, storage, job, log, keepFree);
-      } else {
-        // Stopped: another hand finished or failed the import while this run held it.
-        const now = await loadImport(sql, accountId, importId);
-        if (now?.status === 'success' || now?.status === 'failed') await cleanup(sql, storage, now, log, keepFree);
-      }
-      return 'ended';
+      return await runWatched(deps, conn, job, log);
     } finally {
       await conn`select pg_advisory_unlock(${lockKey})`.catch(() => {});
     }
   } finally {
     conn.release();
+  }
+}
+
+/**
+ * Runs the pipeline of a loaded, open import under its lock. A suspension of the account stops it at
+ * its next checkpoint (after the read, between phases, between merge batches: where everything it
+ * did is committed), as giving way to another account does; the read of the file is one pass and
+ * goes to its end first.
+ */
+async function runWatched(
+  deps: ImportDeps,
+  conn: Pipeline['conn'],
+  job: ImportJob,
+  log: Pipeline['log'],
+): Promise<RunEnd> {
+  const { sql, storage } = deps;
+  const { accountId, id: importId } = job;
+  const keepFree = deps.config.workerConcurrency;
+  const watch = watchSuspension(sql, accountId, deps.suspensionLookMs);
+  try {
+    const { importBatchSize: batchSize, importMergeConcurrency: mergeConcurrency } = deps.config;
+    const { rejectedRowsReport: report, rejectedRowsRetentionDays: reportRetentionDays } = deps.config;
+    const { importPace: pace } = deps.config;
+    const p: Pipeline = {
+      sql,
+      conn,
+      store: storage,
+      job,
+      staging: await stagingFor(sql, job),
+      batchSize,
+      mergeConcurrency,
+      report,
+      reportRetentionDays,
+      log,
+      giveWay: () => watch.suspended() || (deps.giveWay?.() ?? false),
+      sharing: deps.sharing,
+      apiBusy: deps.apiBusy,
+      eventsCommitted: deps.eventsCommitted,
+      pace,
+    };
+    let end: Step;
+    try {
+      end = await runPhases(p).finally(() => p.reportDraft?.discard());
+    } catch (e) {
+      if (!(e instanceof ImportFileError)) throw e;
+      await markImportFailed(sql, accountId, importId, e.message);
+      importsFinished.inc({ status: 'failed' });
+      await cleanup(sql, storage, job, log, keepFree);
+      log('import failed', { importId, reason: e.message });
+      throw new UnrecoverableImportError(importId, e.message, { cause: e });
+    }
+    if (end.phase === 'yielded') {
+      if (!watch.suspended()) return 'yielded';
+      log('import stopped at a checkpoint: its account is suspended', { importId });
+      return 'suspended';
+    }
+    if (end.phase === 'done') {
+      importsFinished.inc({ status: 'success' });
+      await cleanup(sql, storage, job, log, keepFree);
+    } else {
+      // Stopped: another hand finished or failed the import while this run held it.
+      const now = await loadImport(sql, accountId, importId);
+      if (now?.status === 'success' || now?.status === 'failed') await cleanup(sql, storage, now, log, keepFree);
+    }
+    return 'ended';
+  } finally {
+    watch.stop();
   }
 }
 
