@@ -88,9 +88,10 @@ describe('one reader for requests and cells', () => {
     expect(verdict(readAttributeValue(type, text, 'a', 'cell'))).toEqual(expected);
   });
 
-  test('the named difference: a request keeps strings as sent, takes native JSON; a cell is trimmed text', () => {
-    expect(readAttributeValue('string', '  Ann  ', 'a', 'request')).toEqual({ value: '  Ann  ' });
+  test('the named difference: a request takes native JSON, a cell is text; both are trimmed alike', () => {
+    expect(readAttributeValue('string', '  Ann  ', 'a', 'request')).toEqual({ value: 'Ann' });
     expect(readAttributeValue('string', '  Ann  ', 'a', 'cell')).toEqual({ value: 'Ann' });
+    expect(readAttributeValue('string', ' \ufeff\r\n ', 'a', 'request')).toEqual({ empty: true });
     expect(readAttributeValue('boolean', true, 'a', 'request')).toEqual({ value: true });
     expect(readAttributeValue('boolean', true, 'a', 'cell')).toHaveProperty('error');
     expect(readAttributeValue('number', 42, 'a', 'request')).toEqual({ value: 42 });
@@ -215,6 +216,22 @@ describe('hostile keys and values through the API', () => {
     const b = fresh();
     expect((await post2(a, { tags: [' x', 'y ', ' '] })).body.attributes.tags).toEqual(['x', 'y']);
     expect((await post2(b, { tags: ' x; y ; ' })).body.attributes.tags).toEqual(['x', 'y']);
+  });
+
+  test('text is trimmed as the importer trims a cell, on create and patch; only spaces is empty', async () => {
+    const email = fresh();
+    const created = await post2(email, { name: '  padded  ', work: ' W@X.IO\r\n' });
+    expect(created.status).toBe(201);
+    expect(created.body.attributes).toMatchObject({ name: 'padded', work: 'W@X.IO' });
+    expect((await post2(fresh(), { name: ' \ufeff\t' })).body.attributes).toEqual({});
+    const path = `/v1/contacts/${md5(email)}`;
+    const patched = await t.call('PATCH', path, { body: { attributes: { name: '\ufeffline\nbreak\u00a0' } } });
+    expect(patched.body.attributes.name).toBe('line\nbreak');
+    const blank = await t.call('PATCH', path, { body: { attributes: { name: ' \r\n ' } } });
+    expect(blank.status).toBe(400);
+    expect(blank.body.errors).toEqual([
+      { detail: 'Attribute name is empty: send a value, or null to remove it.', pointer: '/attributes/name' },
+    ]);
   });
 
   test('stored attributes that are no object at all (a row written by hand) read as none, not a 500', async () => {

@@ -23,7 +23,8 @@ export function tooLong(s: string): boolean {
 
 /**
  * Splits a list cell: `;` separates, `\;` is a literal semicolon (any other backslash is kept).
- * Entries are trimmed and empty ones dropped. Undefined when an entry is over 255 characters.
+ * Entries are trimmed (textToRead) and empty ones dropped. Undefined when an entry is over 255
+ * characters.
  */
 export function splitList(cell: string): string[] | undefined {
   if (cell.indexOf(';') === -1) return tooLong(cell) ? undefined : [cell];
@@ -36,13 +37,13 @@ export function splitList(cell: string): string[] | undefined {
       current += cell.slice(from, i) + ';';
       from = ++i + 1;
     } else if (c === 0x3b) {
-      const entry = (current + cell.slice(from, i)).trim();
+      const entry = textToRead(current + cell.slice(from, i));
       if (entry.length > 0) out.push(entry);
       current = '';
       from = i + 1;
     }
   }
-  const last = (current + cell.slice(from)).trim();
+  const last = textToRead(current + cell.slice(from));
   if (last.length > 0) out.push(last);
   for (const e of out) if (tooLong(e)) return undefined;
   return out;
@@ -179,15 +180,15 @@ export type AttributeValue = string | number | boolean | string[];
 /**
  * Where a value comes from, the one way a request and a file differ:
  * - `request`: a JSON value. Native booleans, numbers and arrays are taken as they are (numbers and
- *   booleans also as the text of a `string` attribute or a list entry), and a `string` attribute's
- *   text is stored exactly as sent (only an empty string is "not sent").
- * - `cell`: the text of a CSV cell, trimmed as a whole, and at most 255 characters whatever its
- *   type (the spec's malformed rows: "a row with any other cell over 255 characters").
- * Everything else is one rule for both (readText): email, number, boolean and list text is trimmed
- * and "not sent" when that leaves nothing; list text splits on `;` (`\;` a literal semicolon)
- * into trimmed entries, empty ones dropped (a JSON array's entries are trimmed and dropped alike);
- * 255 code points at most for a text and for each list entry; no NUL and no unpaired surrogate
- * (PostgreSQL stores neither); booleans are true/false/yes/no/1/0 in any case; numbers decimal.
+ *   booleans also as the text of a `string` attribute or a list entry).
+ * - `cell`: the text of a CSV cell, at most 255 characters whatever its type (the spec's malformed
+ *   rows: "a row with any other cell over 255 characters").
+ * Everything else is one rule for both (readText): every text, a `string` value's too, is trimmed
+ * (textToRead) and "not sent" when that leaves nothing; list text splits on `;` (`\;` a literal
+ * semicolon) into trimmed entries, empty ones dropped (a JSON array's entries are trimmed and
+ * dropped alike); 255 code points at most for a text and for each list entry; no NUL and no
+ * unpaired surrogate (PostgreSQL stores neither); booleans are true/false/yes/no/1/0 in any case;
+ * numbers decimal.
  */
 export type ValueSource = 'request' | 'cell';
 
@@ -213,12 +214,17 @@ export function trimEnds(s: string): string {
 }
 
 /**
- * The text readText reads: trimmed (trimEnds), except a request's `string` value, kept as sent.
- * Its callers trim, rather than readText itself: called inside it, trimEnds cost the import's hot
- * loop a quarter of its time per row (the hot loop trims every cell anyway, Email and Brand too).
+ * The one rule for the spaces around a value, the API's and the importer's alike (issue 54): a text
+ * is trimmed (trimEnds: what String.prototype.trim counts as space, line breaks, no-break spaces and
+ * a BOM included). A spreadsheet's CSV quotes a cell only for a comma, quote or line break, and a
+ * quote-all export quotes every cell, so a cell's quotes say nothing about whether its spaces were
+ * meant; a request's text is held to the same rule, so every stored value exports and imports back
+ * as itself. Its callers trim, rather than readText itself: called inside it, trimming cost the
+ * import's hot loop a quarter of its time per row (the hot loop trims every cell with this, Email
+ * and Brand too).
  */
-export function textToRead(type: AttributeType, text: string, from: ValueSource): string {
-  return type === 'string' && from === 'request' ? text : trimEnds(text);
+export function textToRead(text: string): string {
+  return trimEnds(text);
 }
 
 /**
@@ -297,7 +303,7 @@ export function readAttributeValue(type: AttributeType, raw: unknown, name: stri
   }
   const text = type === 'string' && from === 'request' ? textOf(raw) : typeof raw === 'string' ? raw : undefined;
   if (text === undefined) return { error: refusalText(NOT_OF_TYPE, type, name) };
-  const json = readText(type, textToRead(type, text, from), from);
+  const json = readText(type, textToRead(text), from);
   if (typeof json === 'number') return { error: refusalText(json, type, name) };
   return json === NOT_SENT ? { empty: true } : { value: JSON.parse(json) as AttributeValue };
 }
@@ -311,7 +317,7 @@ function readEntries(entries: readonly unknown[], name: string): ReadValue {
   for (const [i, entry] of entries.entries()) {
     const raw = textOf(entry);
     if (raw === undefined) return { error: `Entry ${i} of attribute ${name} must be text.` };
-    const text = raw.trim();
+    const text = textToRead(raw);
     const json = readText('string', text, 'request');
     if (json === NOT_STORABLE)
       return { error: `Entry ${i} of attribute ${name} contains a NUL character or invalid Unicode.` };

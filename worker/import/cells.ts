@@ -6,8 +6,8 @@ import {
   readText,
   splitList,
   tooLong,
+  textToRead,
   TOO_LONG,
-  trimEnds,
   validEmail,
 } from '../../src/schema/values';
 
@@ -19,7 +19,7 @@ import {
  * hash; staging-binary.ts writes the bytes as they are).
  *
  * Attribute cells are read by the service's one reader of attribute values (readText of
- * src/schema/values.ts, the same rule as a request's text): trimmed, an empty cell is "not sent",
+ * src/schema/values.ts, the same rules as a request's text): trimmed, an empty cell is "not sent",
  * over 255 characters, a NUL or a value that is not of its type makes the row malformed.
  * The Email and Brand cells are read here, trimmed and bounded alike:
  * - Email: a valid address, the contact's identity;
@@ -116,8 +116,8 @@ export class RowReader {
     const order = this.order;
     for (let k = 0; k < order.length; k++) {
       const i = order[k]!;
-      // Every cell is trimmed (for an attribute this is the reader's textToRead of a cell).
-      const text = trimEnds(cells[i]!);
+      // Every cell is trimmed by the one rule for a value's spaces, Email and Brand cells too.
+      const text = textToRead(cells[i]!);
       if (text.length === 0) continue;
       if (kinds[i] === ATTRIBUTE) {
         const type = this.types[i]!;
