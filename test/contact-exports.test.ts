@@ -203,7 +203,7 @@ describe('the file: every value as the importer reads it', () => {
       await createAttribute(t.db.sql, accountId, name, type);
     brandA = await createBrand(t.db.sql, accountId, 'A');
     brandB = await createBrand(t.db.sql, accountId, 'B');
-    const numbers = [42, -1.5, 0.1, 1e21, 1e-7, 123456789012345];
+    const numbers = [42, -1.5, 0.1, 1e21, 1e-7, 123456789012345, 5e-324, -Number.MAX_VALUE];
     for (let i = 0; i < tricky.length; i++) {
       const attributes: Record<string, unknown> = { text: tricky[i], n: numbers[i % numbers.length] };
       if (i % 3 !== 2) attributes.flag = i % 3 === 0;
@@ -256,6 +256,9 @@ describe('the file: every value as the importer reads it', () => {
     expect(byEmail.get('c3@example.com')![3]).toBe('1000000000000000000000');
     expect(byEmail.get('c4@example.com')![3]).toBe('0.0000001');
     expect(byEmail.get('c5@example.com')![3]).toBe('123456789012345');
+    // Their plain decimals would be over 255 characters: float8's shortest text of the same double.
+    expect(byEmail.get('c6@example.com')![3]).toBe('5e-324');
+    expect(byEmail.get('c7@example.com')![3]).toBe('-1.7976931348623157e+308');
   });
 
   test('columns as asked, in their order and the schema spelling; filters by brand and enabled', async () => {

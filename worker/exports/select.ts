@@ -1,4 +1,5 @@
 import type { AttributeType } from '../../src/schema/service';
+import { MAX_CELL } from '../../src/schema/values';
 
 /** A column of the file: its schema name and type (Email and Brand are the predefined ones). */
 export interface ExportColumn {
@@ -24,7 +25,10 @@ function uuids(ids: readonly string[]): string {
 /**
  * A cell's text as the importer reads it back (worker/import/cells.ts, src/schema/values.ts):
  * - text, email and booleans as stored (`->>` gives true/false), numbers as jsonb prints them, a
- *   plain decimal the importer reads as the same number;
+ *   plain decimal the importer reads as the same number. A plain decimal over 255 characters
+ *   (beyond about 1e255, or a tiny one like 5e-324) would make the row malformed, so that number is
+ *   written as float8 prints it, the shortest text of the same double (`5e-324`: extra_float_digits
+ *   is 1, PostgreSQL's default): the API read it as a double, so that is the number it stored;
  * - a list: entries joined with `;`, a `;` inside an entry written `\;`. splitList keeps any other
  *   backslash, so an entry's own `\;` stays itself (`\\;` reads as `\` then the literal `;`); only an
  *   entry ENDING in `\` would swallow the separator after it (`a\;b` reads as one entry `a;b`), so
@@ -42,6 +46,9 @@ function cell(c: ExportColumn, deletedBrands: readonly string[]): string {
       : `nullif(array_to_string(array(
           select b from unnest(c.brand_ids) b where b <> all(${uuids(deletedBrands)})), ';'), '')`;
   const value = `c.attributes -> ${literal(c.name)}`;
+  if (c.type === 'number')
+    return `case when jsonb_typeof(${value}) = 'number' and length((${value})::text) > ${MAX_CELL}
+      then (${value})::float8::text else c.attributes ->> ${literal(c.name)} end`;
   if (c.type !== 'array') return `c.attributes ->> ${literal(c.name)}`;
   return `(select string_agg(replace(e, ';', '\\;') || case when right(e, 1) = '\\' then ' ' else '' end, ';'
       order by n)
