@@ -7,6 +7,7 @@ import { buildApp } from '../src/app';
 import { loadConfig } from '../src/config';
 import { connect } from '../src/db';
 import { MAX_ENDPOINTS_PER_ACCOUNT } from '../src/webhooks/model';
+import { URL_NOT_ALLOWED } from '../src/webhooks/url-safety';
 import { DOCS_URL, expectProblem, testApp, type Call, type TestApp } from './helpers/app';
 import { createAccount, createKey } from './helpers/fixtures';
 
@@ -246,40 +247,36 @@ describe('POST /v1/webhook-endpoints: the body (400 invalid_request_error with a
     expect(await a.count()).toBe(0);
   });
 
-  test('a host that is or resolves to a non-public address is refused at /url', async () => {
+  // One answer for every host the API will not call, so that a caller cannot tell an internal name
+  // that resolves from one that does not (issue 60).
+  test('a host that is or resolves to a non-public address is refused at /url, saying only that', async () => {
     const a = await account();
-    const cases: [string, string][] = [
-      ['http://127.0.0.1:3000/hook', 'loopback'],
-      ['http://2130706433/hook', 'loopback'],
-      ['http://0x7f.1/hook', 'loopback'],
-      ['http://[::1]/hook', 'loopback'],
-      ['http://[::ffff:127.0.0.1]/hook', 'loopback'],
-      ['http://localhost:3000/hook', 'loopback'],
-      ['http://0.0.0.0/', 'unspecified'],
-      ['http://10.1.2.3/', 'private'],
-      ['http://172.20.0.1/', 'private'],
-      ['http://192.168.0.10/', 'private'],
-      ['http://[fd00::1]/', 'private'],
-      ['http://169.254.169.254/latest/meta-data/', 'link-local'],
-      ['http://[fe80::1]/', 'link-local'],
-      ['http://100.64.0.1/', 'CGNAT'],
-      ['http://224.0.0.1/', 'multicast'],
-      ['http://255.255.255.255/', 'broadcast'],
-    ];
-    for (const [url, kind] of cases) {
-      expect({ url, detail: expect400(await post(a, { url }), '/url') }).toEqual({
-        url,
-        detail: expect.stringContaining(kind),
-      });
+    for (const url of [
+      'http://127.0.0.1:3000/hook',
+      'http://2130706433/hook',
+      'http://0x7f.1/hook',
+      'http://[::1]/hook',
+      'http://[::ffff:127.0.0.1]/hook',
+      'http://localhost:3000/hook',
+      'http://0.0.0.0/',
+      'http://10.1.2.3/',
+      'http://172.20.0.1/',
+      'http://192.168.0.10/',
+      'http://[fd00::1]/',
+      'http://169.254.169.254/latest/meta-data/',
+      'http://[fe80::1]/',
+      'http://100.64.0.1/',
+      'http://224.0.0.1/',
+      'http://255.255.255.255/',
+    ]) {
+      expect({ url, detail: expect400(await post(a, { url }), '/url') }).toEqual({ url, detail: URL_NOT_ALLOWED });
     }
     expect(await a.count()).toBe(0);
   });
 
-  test('a host that does not resolve is refused at /url', async () => {
+  test('a host that does not resolve is refused at /url with the same words', async () => {
     const a = await account();
-    expect(expect400(await post(a, { url: 'https://no-such-host.invalid/hook' }), '/url')).toBe(
-      "The URL's host no-such-host.invalid does not resolve to any address.",
-    );
+    expect(expect400(await post(a, { url: 'https://no-such-host.invalid/hook' }), '/url')).toBe(URL_NOT_ALLOWED);
   });
 
   test('with WEBHOOK_ALLOW_PRIVATE_URLS=true private addresses are accepted; the rest still is not', async () => {

@@ -13,13 +13,14 @@ import type { Sql } from '../src/db';
 import { after, type Cursor } from '../src/events/cursor';
 import { readPage } from '../src/events/page';
 import { registerWebhookMetrics, webhookDeliveries } from '../src/metrics/webhooks';
-import { checkWebhookUrl } from '../src/webhooks/url-safety';
+import { checkWebhookUrl, URL_NOT_ALLOWED } from '../src/webhooks/url-safety';
 import { FIRST_RETRY_MS, retryDelayMs } from '../worker/events/backoff';
 import { runLoop, type Loop } from '../worker/events/loop';
 import { startRelay, type Relay, type RelayOptions } from '../worker/events/relay';
 import { sequenceEvents } from '../worker/events/sequencer';
 import { signDelivery } from '../worker/events/sign';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
+import { dnsStub } from './helpers/dns-stub';
 import { childProcesses, faultBed } from './helpers/fault-bed';
 import { createAccount, createBrand } from './helpers/fixtures';
 
@@ -415,11 +416,48 @@ describe('failures', () => {
     try {
       const row = await failOnce(r.url, { allowPrivate: false });
       expect(row.attempts).toBe(1);
-      expect(row.last_failure_reason).toContain('loopback');
+      // Nothing tells why, as at creation: the endpoint's view is the client's.
+      expect(row.last_failure_reason).toBe(URL_NOT_ALLOWED);
       expect(r.requests).toHaveLength(0);
       expect((await deliveries('refused_address')) - before).toBe(1);
     } finally {
       r.stop();
+    }
+  }, 30_000);
+
+  test('DNS rebinding: a name that answers a public address, then 127.0.0.1, reaches nothing there', async () => {
+    // The receiver listens on 127.0.0.1 and the URL names it `localhost`, which the system resolver
+    // (the one an HTTP client resolving the name on its own would ask) answers with 127.0.0.1. The
+    // check asks a DNS server of the test's instead, through a real resolver: its first answer is
+    // 192.0.0.9, globally reachable by IANA's registry yet nothing that answers, every later one
+    // 127.0.0.1. The only difference from the worker is the server the resolver asks.
+    const r = receiver();
+    const dns = await dnsStub(['192.0.0.9', '127.0.0.1']);
+    const a = await account();
+    const ep = await addEndpoint(a.id, `http://localhost:${new URL(r.url).port}/`);
+    const before = { success: await deliveries('success'), refused: await deliveries('refused_address') };
+    try {
+      await a.addSets(1, 3);
+      relay({
+        allowPrivate: false,
+        timeoutMs: 500,
+        checkUrl: (url, allowPrivate) => checkWebhookUrl(url, allowPrivate, { resolve: dns.resolve }),
+      });
+      const row = await until('a second attempt, or a request on 127.0.0.1', async () => {
+        const row = await endpointRow(a.id, ep.id);
+        return (r.requests.length > 0 || row.attempts >= 2) && row;
+      });
+      expect(r.requests.map((q) => q.webhookId)).toEqual([]);
+      expect((await deliveries('success')) - before.success).toBe(0);
+      // The first attempt went to 192.0.0.9 and failed there; the second was refused by its own check.
+      expect(dns.asked).toEqual(['localhost', 'localhost']);
+      expect(row).toMatchObject({ attempts: 2, enabled: true, last_failure_reason: URL_NOT_ALLOWED });
+      expect((await deliveries('refused_address')) - before.refused).toBe(1);
+    } finally {
+      await stopRelays();
+      await sql`delete from webhook_endpoints where account_id = ${a.id}`;
+      r.stop();
+      await dns.close();
     }
   }, 30_000);
 

@@ -3,9 +3,15 @@
 // resolver but for `localhost` and `.invalid`, which need no network either.
 import { describe, expect, test } from 'bun:test';
 import fc from 'fast-check';
-import { checkWebhookUrl, parseWebhookUrl, refusedAddress } from '../src/webhooks/url-safety';
+import { checkWebhookUrl, parseWebhookUrl, refusedAddress, URL_NOT_ALLOWED } from '../src/webhooks/url-safety';
 
+/** Why a URL is refused as logs say it (`detail`), or 'ok'; a refusal with no detail gives its reason. */
 const reasonOf = async (url: string, allowPrivate = false, resolve?: (h: string) => Promise<string[]>) => {
+  const r = await checkWebhookUrl(url, allowPrivate, resolve ? { resolve } : {});
+  return r.ok ? 'ok' : (r.detail ?? r.reason);
+};
+/** What the client is told (the API's error, the endpoint's last failure). */
+const toldOf = async (url: string, allowPrivate = false, resolve?: (h: string) => Promise<string[]>) => {
   const r = await checkWebhookUrl(url, allowPrivate, resolve ? { resolve } : {});
   return r.ok ? 'ok' : r.reason;
 };
@@ -138,23 +144,21 @@ describe('checkWebhookUrl: IP literals, without DNS', () => {
     ['http://[2001::1]/', 'reserved (IETF protocol assignments)'],
   ];
 
-  test('a non-public address is refused, naming its kind, however it is spelled', async () => {
+  test('a non-public address is refused, its kind in the detail for logs, however it is spelled', async () => {
     for (const [url, kind] of refused) {
       const reason = await reasonOf(url, false, unused);
       expect({ url, reason }).toEqual({
         url,
-        reason: expect.stringMatching(new RegExp(`is an? ${kind.replace(/[()]/g, '\\$&')} address; webhook URLs`)),
+        reason: expect.stringMatching(new RegExp(`is an? ${kind.replace(/[()]/g, '\\$&')} address\\.$`)),
       });
+      // The client is told the same for every one of them.
+      expect({ url, told: await toldOf(url, false, unused) }).toEqual({ url, told: URL_NOT_ALLOWED });
     }
   });
 
-  test('the reason names the host as normalised', async () => {
-    expect(await reasonOf('http://0x7f.1/', false, unused)).toBe(
-      "The URL's host 127.0.0.1 is a loopback address; webhook URLs must reach the public internet.",
-    );
-    expect(await reasonOf('http://[0::1]/', false, unused)).toBe(
-      "The URL's host [::1] is a loopback address; webhook URLs must reach the public internet.",
-    );
+  test('the detail names the host as normalised', async () => {
+    expect(await reasonOf('http://0x7f.1/', false, unused)).toBe("The URL's host 127.0.0.1 is a loopback address.");
+    expect(await reasonOf('http://[0::1]/', false, unused)).toBe("The URL's host [::1] is a loopback address.");
   });
 
   test('public addresses pass, right next to the refused ranges too', async () => {
@@ -205,16 +209,15 @@ describe('checkWebhookUrl: IP literals, without DNS', () => {
 });
 
 describe('checkWebhookUrl: names, through DNS', () => {
-  test('a name is judged by every address it resolves to, none of which the reason names', async () => {
+  test('a name is judged by every address it resolves to, none of which the detail names', async () => {
     const resolve = (answers: string[]) => async () => answers;
     expect(
       await checkWebhookUrl('https://hooks.example.com/in', false, { resolve: resolve(['93.184.215.14']) }),
     ).toEqual({ ok: true, url: new URL('https://hooks.example.com/in'), addresses: ['93.184.215.14'] });
     const reason = await reasonOf('https://hooks.example.com/in', false, resolve(['10.1.2.3']));
-    expect(reason).toBe(
-      "The URL's host hooks.example.com resolves to a private address; webhook URLs must reach the public internet.",
-    );
+    expect(reason).toBe("The URL's host hooks.example.com resolves to a private address.");
     expect(reason).not.toContain('10.1.2.3');
+    expect(await toldOf('https://hooks.example.com/in', false, resolve(['10.1.2.3']))).toBe(URL_NOT_ALLOWED);
     // One refused address among public ones: the HTTP client might pick it.
     expect(await reasonOf('https://a.example/', false, resolve(['93.184.215.14', '::1']))).toContain('loopback');
     expect(await reasonOf('https://a.example/', false, resolve(['2606:4700::1', '::ffff:192.168.0.1']))).toContain(
@@ -239,22 +242,42 @@ describe('checkWebhookUrl: names, through DNS', () => {
     for (const allow of [false, true]) {
       for (const resolve of [failing('ENOTFOUND'), failing('ENODATA'), async () => []]) {
         const r = await checkWebhookUrl('https://nowhere.example/', allow, { resolve });
-        expect(r).toEqual({ ok: false, reason: "The URL's host nowhere.example does not resolve to any address." });
+        expect(r).toEqual({
+          ok: false,
+          reason: URL_NOT_ALLOWED,
+          detail: "The URL's host nowhere.example does not resolve to any address.",
+        });
       }
     }
+  });
+
+  test('the client is told the same whether a name is internal, missing or failing to resolve', async () => {
+    const told = new Set<string>();
+    for (const resolve of [
+      async () => ['10.1.2.3'],
+      async () => ['127.0.0.1'],
+      async () => [],
+      failing('ENOTFOUND'),
+      failing('ESERVFAIL'),
+    ])
+      told.add(await toldOf('https://internal.example/', false, resolve));
+    told.add(await toldOf('http://[::1]:6379/', false, unused));
+    expect([...told]).toEqual([URL_NOT_ALLOWED]);
   });
 
   test('a resolver failure or timeout is refused too, marked transient (the relay retries later)', async () => {
     expect(await checkWebhookUrl('https://a.example/', true, { resolve: failing('ESERVFAIL') })).toEqual({
       ok: false,
-      reason: "The URL's host a.example could not be resolved (ESERVFAIL).",
+      reason: URL_NOT_ALLOWED,
+      detail: "The URL's host a.example could not be resolved (ESERVFAIL).",
       transient: true,
     });
     const started = performance.now();
     const slow = () => new Promise<string[]>((done) => setTimeout(() => done(['93.184.215.14']), 2_000));
     expect(await checkWebhookUrl('https://a.example/', false, { resolve: slow, timeoutMs: 50 })).toEqual({
       ok: false,
-      reason: "The URL's host a.example did not resolve within 50 ms.",
+      reason: URL_NOT_ALLOWED,
+      detail: "The URL's host a.example did not resolve within 50 ms.",
       transient: true,
     });
     expect(performance.now() - started).toBeLessThan(1_000);
@@ -262,7 +285,7 @@ describe('checkWebhookUrl: names, through DNS', () => {
 
   test('the default resolver: localhost is loopback, a .invalid name does not resolve', async () => {
     expect(await reasonOf('http://localhost:3000/hook')).toBe(
-      "The URL's host localhost resolves to a loopback address; webhook URLs must reach the public internet.",
+      "The URL's host localhost resolves to a loopback address.",
     );
     const local = await checkWebhookUrl('http://localhost:3000/hook', true);
     expect(local.ok && local.addresses.every((a) => refusedAddress(a) === 'loopback')).toBe(true);

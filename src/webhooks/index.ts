@@ -58,7 +58,8 @@ export function webhookEndpointRoutes({ sql, config }: Deps) {
             'pointer `/url` for a URL that is not an absolute http(s) URL, carries credentials, does not ' +
             'resolve, or is or resolves to a loopback, private, link-local or otherwise non-public address ' +
             '(allowed when the service runs with WEBHOOK_ALLOW_PRIVATE_URLS=true, as the embedded default ' +
-            `does). An account has at most ${MAX_ENDPOINTS_PER_ACCOUNT} endpoints: one more is 409 ` +
+            'does); for a host, the detail says only that the URL is not allowed, never which of these it is. ' +
+            `An account has at most ${MAX_ENDPOINTS_PER_ACCOUNT} endpoints: one more is 409 ` +
             '`conflict_error`.',
         },
       },

@@ -13,11 +13,19 @@ import { isIPv4, isIPv6 } from 'node:net';
  * broadcast), including the IPv4-mapped, NAT64 and 6to4 forms of such an address. One refused
  * address among several refuses the host: the HTTP client may connect to any of them.
  *
- * A check is not a pin: the HTTP client resolves the name again, so a name that changes its answer
- * between the two (DNS rebinding) is only caught if the caller connects to `addresses` itself.
+ * A check is only worth its `addresses`: the caller must connect to them and to nothing else
+ * (worker/events/pinned-post.ts), since a name asked again may answer otherwise (DNS rebinding).
+ *
+ * A refusal that depends on what the host resolves to gives the one reason URL_NOT_ALLOWED, whatever
+ * the cause: "does not resolve" and "resolves to a private address" would let a caller with a key
+ * probe internal names through the API's answers and the endpoint's last failure. The cause is in
+ * `detail`, for logs only.
  */
 export type WebhookUrlCheck =
-  { ok: true; url: URL; addresses: string[] } | { ok: false; reason: string; transient?: true };
+  { ok: true; url: URL; addresses: string[] } | { ok: false; reason: string; detail?: string; transient?: true };
+
+/** The reason given to a client for every refusal that depends on DNS or on the address. */
+export const URL_NOT_ALLOWED = 'The URL is not allowed: webhook URLs must reach a host on the public internet.';
 
 export interface CheckOptions {
   /** The host's addresses; node:dns/promises lookup with `{all: true}` by default. */
@@ -48,7 +56,7 @@ export function parseWebhookUrl(text: string): { ok: true; url: URL } | { ok: fa
  * @example
  * await checkWebhookUrl('https://hooks.example.com/in', false) // { ok: true, url, addresses: [...] }
  * await checkWebhookUrl('http://0x7f.1/', false)
- * // { ok: false, reason: "The URL's host 127.0.0.1 is a loopback address; …" }
+ * // { ok: false, reason: URL_NOT_ALLOWED, detail: "The URL's host 127.0.0.1 is a loopback address." }
  */
 export async function checkWebhookUrl(
   text: string,
@@ -73,13 +81,12 @@ export async function checkWebhookUrl(
     for (const address of addresses) {
       const kind = refusedAddress(address);
       if (kind === undefined) continue;
-      // A resolved address is not named: the reason reaches the client, and internal DNS is not its business.
+      // Not even the kind reaches the client (see above); nor an address in the detail, which logs keep.
       const what = literal !== undefined ? 'is' : 'resolves to';
       return {
         ok: false,
-        reason:
-          `The URL's host ${host} ${what} ${article(kind)} ${kind} address; ` +
-          'webhook URLs must reach the public internet.',
+        reason: URL_NOT_ALLOWED,
+        detail: `The URL's host ${host} ${what} ${article(kind)} ${kind} address.`,
       };
     }
   }
@@ -96,27 +103,27 @@ async function defaultResolve(host: string): Promise<string[]> {
 async function resolveHost(
   host: string,
   options: CheckOptions,
-): Promise<{ ok: true; addresses: string[] } | { ok: false; reason: string; transient?: true }> {
+): Promise<{ ok: true; addresses: string[] } | { ok: false; reason: string; detail: string; transient?: true }> {
   const timeoutMs = options.timeoutMs ?? 5000;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<'timeout'>((done) => {
     timer = setTimeout(() => done('timeout'), timeoutMs);
   });
+  const refused = (detail: string, transient?: true) =>
+    ({ ok: false, reason: URL_NOT_ALLOWED, detail, ...(transient && { transient }) }) as const;
   try {
     const found = await Promise.race([(options.resolve ?? defaultResolve)(host), timeout]);
-    if (found === 'timeout')
-      return { ok: false, reason: `The URL's host ${host} did not resolve within ${timeoutMs} ms.`, transient: true };
-    if (found.length === 0) return { ok: false, reason: `The URL's host ${host} does not resolve to any address.` };
+    if (found === 'timeout') return refused(`The URL's host ${host} did not resolve within ${timeoutMs} ms.`, true);
+    if (found.length === 0) return refused(`The URL's host ${host} does not resolve to any address.`);
     return { ok: true, addresses: found };
   } catch (e) {
     const code = (e as { code?: unknown })?.code;
     if (code === 'ENOTFOUND' || code === 'ENODATA' || code === 'EAI_NONAME')
-      return { ok: false, reason: `The URL's host ${host} does not resolve to any address.` };
-    return {
-      ok: false,
-      reason: `The URL's host ${host} could not be resolved${typeof code === 'string' ? ` (${code})` : ''}.`,
-      transient: true,
-    };
+      return refused(`The URL's host ${host} does not resolve to any address.`);
+    return refused(
+      `The URL's host ${host} could not be resolved${typeof code === 'string' ? ` (${code})` : ''}.`,
+      true,
+    );
   } finally {
     clearTimeout(timer);
   }

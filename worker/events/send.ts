@@ -1,8 +1,11 @@
+import { log } from '../../src/log';
 import type { Outcome } from '../../src/metrics/webhooks';
+import { pinnedPost } from './pinned-post';
 import { signDelivery } from './sign';
 
 /** What src/webhooks/url-safety.ts answers for an endpoint's URL. */
-export type UrlCheck = { ok: true; url: URL } | { ok: false; reason: string; transient?: true };
+export type UrlCheck =
+  { ok: true; url: URL; addresses: string[] } | { ok: false; reason: string; detail?: string; transient?: true };
 export type CheckUrl = (url: string, allowPrivate: boolean) => Promise<UrlCheck>;
 
 export interface Attempt {
@@ -32,23 +35,33 @@ const BODY_CAP = 4_096;
 
 /**
  * One POST of a batch, signed for this attempt's time. The URL is checked again before every
- * attempt (its name may resolve elsewhere since the endpoint was made); a redirect is not followed;
- * the answer must come within `timeoutMs`. Never throws: every way it can end is an Outcome.
+ * attempt (its name may resolve elsewhere since the endpoint was made), and the POST goes to the
+ * addresses that check passed and to no other (worker/events/pinned-post.ts); a redirect is not
+ * followed; the answer must come within `timeoutMs`. Never throws: every way it can end is an Outcome.
+ *
+ * A refused URL's reason is the check's, which names no address or port (URL_NOT_ALLOWED): nothing
+ * refused is ever connected to, so the endpoint's last failure cannot tell an internal port's state.
  */
 export async function sendAttempt(attempt: Attempt, opts: SendOptions): Promise<Sent> {
   const checked = await opts
     .checkUrl(attempt.url, opts.allowPrivate)
     .catch((e: unknown): UrlCheck => ({ ok: false, reason: `the URL could not be checked: ${short(e)}` }));
-  // A name that could not be resolved just now is a network failure; anything else is refused.
-  if (!checked.ok) return { outcome: checked.transient ? 'network_error' : 'refused_address', reason: checked.reason };
+  if (!checked.ok) {
+    // The cause for operators, by the batch's webhook-id (the endpoint's batch_id); never stored.
+    if (checked.detail)
+      log('info', 'webhook URL refused before delivery', { webhookId: attempt.id, why: checked.detail });
+    // A name that could not be resolved just now is a network failure; anything else is refused.
+    return { outcome: checked.transient ? 'network_error' : 'refused_address', reason: checked.reason };
+  }
   const timestamp = Math.floor(Date.now() / 1000);
-  let res: Response;
+  let status: number;
   try {
-    res = await fetch(checked.url, {
-      method: 'POST',
+    status = await pinnedPost({
+      url: checked.url,
+      addresses: checked.addresses,
       body: attempt.body,
-      redirect: 'manual',
-      signal: AbortSignal.timeout(opts.timeoutMs),
+      timeoutMs: opts.timeoutMs,
+      bodyCap: BODY_CAP,
       headers: {
         'content-type': 'application/json',
         'user-agent': USER_AGENT,
@@ -60,13 +73,9 @@ export async function sendAttempt(attempt: Attempt, opts: SendOptions): Promise<
   } catch (e) {
     return failure(e, opts.timeoutMs);
   }
-  // A hostile receiver may answer with an endless body: a few KB are read so the connection can be
-  // kept, the rest is dropped.
-  await drain(res);
-  if (res.status >= 200 && res.status < 300) return { outcome: 'success' };
-  if (res.status >= 300 && res.status < 400)
-    return { outcome: 'redirect', reason: `redirect not followed (HTTP ${res.status})` };
-  return { outcome: 'http_error', reason: `HTTP ${res.status}` };
+  if (status >= 200 && status < 300) return { outcome: 'success' };
+  if (status >= 300 && status < 400) return { outcome: 'redirect', reason: `redirect not followed (HTTP ${status})` };
+  return { outcome: 'http_error', reason: `HTTP ${status}` };
 }
 
 function failure(e: unknown, timeoutMs: number): Sent {
@@ -82,22 +91,6 @@ function failure(e: unknown, timeoutMs: number): Sent {
           ? 'connection reset'
           : `connection failed: ${short(e)}`;
   return { outcome: 'network_error', reason };
-}
-
-async function drain(res: Response): Promise<void> {
-  const reader = res.body?.getReader();
-  if (!reader) return;
-  try {
-    let read = 0;
-    while (read <= BODY_CAP) {
-      const { done, value } = await reader.read();
-      if (done) return;
-      read += value.byteLength;
-    }
-    await reader.cancel();
-  } catch {
-    // A body cut or timed out after the status came: the status is the answer.
-  }
 }
 
 const seconds = (ms: number) => (ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`);
