@@ -1,7 +1,12 @@
 // The one error envelope (spec: Errors; DESIGN: problem type, pointers, "never 422", api_error).
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { t as T } from 'elysia';
+import { Registry } from 'prom-client';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { buildApp } from '../src/app';
+import { fromFramework } from '../src/http/framework-errors';
+import { serveApi } from '../src/http/server';
+import { HttpMetrics } from '../src/metrics/http';
 import { DOCS_URL, expectProblem, testApp, type Call, type TestApp } from './helpers/app';
 import { createBrand } from './helpers/fixtures';
 
@@ -143,9 +148,79 @@ describe('The problem envelope', () => {
       const body = expectProblem(res, 500, 'api_error');
       expect(body.detail).not.toMatch(/esps|uuid|schema/i);
       expect(body.errors).toBeUndefined();
+      expect(body.instance).toBe(`/v1/brands/${id}`);
     } finally {
       await t.db.sql`update brands set deleted_at = now() where id = ${id}`;
     }
+  });
+
+  test('every 500 carries instance: a route that throws, and the server around the app', async () => {
+    const thrower = buildApp(t.deps).get(`/v1/suppression-lists/${LIST}/throws`, () => {
+      throw new Error('a bug, not for the client');
+    });
+    const res = await thrower.handle(
+      new Request(`http://localhost/v1/suppression-lists/${LIST}/throws?x=1`, {
+        headers: { authorization: `Bearer ${t.key}` },
+      }),
+    );
+    const body = (await res.json()) as Record<string, unknown>;
+    expect(res.status).toBe(500);
+    expect(body).toMatchObject({ code: 'api_error', instance: `/v1/suppression-lists/${LIST}/throws` });
+    // The server's own catch: what the app does not answer itself (here GET /metrics, whose registry throws).
+    const registry = new Registry();
+    registry.metrics = () => Promise.reject(new Error('a bug, not for the client'));
+    const server = serveApi(
+      t.deps,
+      { port: 0, hostname: '127.0.0.1' },
+      { registry, http: new HttpMetrics(new Registry()) },
+    );
+    try {
+      const answer = await fetch(`http://127.0.0.1:${server.port}/metrics?x=1`);
+      expect(answer.status).toBe(500);
+      expect(answer.headers.get('content-type')).toStartWith('application/problem+json');
+      expect(await answer.json()).toMatchObject({ code: 'api_error', instance: '/metrics' });
+    } finally {
+      await server.stop(true);
+    }
+  });
+});
+
+describe('the mapping of validation errors', () => {
+  const deep = (n: number): unknown => {
+    let value: unknown = 'x';
+    for (let i = 0; i < n; i++) value = [value];
+    return value;
+  };
+
+  test('lists errors from the validator, never formatting the value found: a deep one cannot overflow', () => {
+    const validator = TypeCompiler.Compile(T.Object({ email: T.String() }));
+    const failure = {
+      type: 'body',
+      value: { email: deep(200_000) },
+      validator,
+      get all(): never {
+        throw new RangeError('Maximum call stack size exceeded.');
+      },
+    };
+    const mapped = fromFramework('VALIDATION', failure);
+    expect(mapped).toMatchObject({ status: 400, code: 'invalid_request_error' });
+    expect(mapped?.errors).toEqual([{ detail: expect.any(String), pointer: '/email' }]);
+  });
+
+  test('a validation whose errors cannot be listed is still a 400', () => {
+    const failure = {
+      type: 'body',
+      validator: {
+        Errors(): never {
+          throw new RangeError('Maximum call stack size exceeded.');
+        },
+      },
+    };
+    expect(fromFramework('VALIDATION', failure)).toMatchObject({
+      status: 400,
+      code: 'invalid_request_error',
+      detail: 'The request body is not valid.',
+    });
   });
 });
 

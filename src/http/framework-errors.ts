@@ -7,6 +7,36 @@ interface ValueErrorLike {
   schema?: { error?: unknown };
 }
 
+interface ValidationLike {
+  type?: string;
+  value?: unknown;
+  validator?: { Errors?: (value: unknown) => Iterable<ValueErrorLike | undefined> };
+  all?: ValueErrorLike[];
+}
+
+/** Errors of one validation listed at most, as Elysia lists them. */
+const MAX_ERRORS = 64;
+
+/**
+ * The errors of a failed validation, at most MAX_ERRORS, from the validator's own iterator. Not from
+ * Elysia's `all`, which formats each error with the value it found (`${value}`, one call per level of
+ * a nested array: a deep one overflowed the stack, issue 60); the body reader bounds nesting too.
+ * Whatever else goes wrong listing them gives none: the answer stays a 400, never a 500.
+ */
+function valueErrors(v: ValidationLike): ValueErrorLike[] {
+  const found: ValueErrorLike[] = [];
+  try {
+    const source = typeof v.validator?.Errors === 'function' ? v.validator.Errors(v.value) : (v.all ?? []);
+    for (const e of source) {
+      if (e) found.push(e);
+      if (found.length >= MAX_ERRORS) break;
+    }
+  } catch {
+    // The errors found so far, or none.
+  }
+  return found;
+}
+
 // Messages for parameters whose TypeBox error text would be unhelpful ("Expected union value").
 function customMessage(e: ValueErrorLike): string | undefined {
   return typeof e.schema?.error === 'string' ? e.schema.error : undefined;
@@ -31,12 +61,12 @@ export function fromFramework(code: unknown, error: unknown): ApiError | undefin
     return cause instanceof ApiError ? cause : invalidRequest('The request body is not valid JSON.');
   }
   if (code === 'VALIDATION') {
-    const v = error as { type?: string; all?: ValueErrorLike[] };
+    const v = error as ValidationLike;
     // A response that fails its own schema is our fault, not the client's: let it become api_error.
     if (v.type === 'response') return undefined;
     // A coerced value (a query number such as page=0) checked on its own, without its path.
-    if (v.type === 'property') return propertyError(error as { validator?: Record<string, unknown> }, v.all ?? []);
-    const all = (v.all ?? []).filter((e) => e.path !== undefined);
+    if (v.type === 'property') return propertyError(error as { validator?: Record<string, unknown> }, valueErrors(v));
+    const all = valueErrors(v).filter((e) => e.path !== undefined);
     const first = all[0];
     const where = v.type ?? 'body';
     if (!first) return invalidRequest(`The request ${where} is not valid.`);
@@ -61,10 +91,12 @@ export function fromFramework(code: unknown, error: unknown): ApiError | undefin
  */
 export function failureLogFields(code: unknown, error: unknown): Record<string, unknown> | undefined {
   if (code !== 'VALIDATION') return undefined;
-  const v = error as { type?: string; all?: ValueErrorLike[] };
+  const v = error as ValidationLike;
   return {
     error: `${v.type ?? 'unknown'} validation failed`,
-    problems: (v.all ?? []).slice(0, 5).map((e) => `${e.path}: ${e.message}`),
+    problems: valueErrors(v)
+      .slice(0, 5)
+      .map((e) => `${e.path}: ${e.message}`),
   };
 }
 

@@ -1,7 +1,10 @@
-import { invalidRequest } from '../errors';
+import { invalidField, invalidRequest } from '../errors';
+import { MAX_JSON_DEPTH, tooDeepAt } from './json-depth';
 
 /**
- * Reads a JSON request body with a size limit. Bun's own limit is raised for 5 GB uploads, so JSON
+ * Reads a JSON request body with a size limit and a nesting limit (src/http/json-depth.ts), the one
+ * reader of every route's body: nothing after it (validation, its errors, the routes) ever sees a
+ * value nested deeper than MAX_JSON_DEPTH. Bun's own limit is raised for 5 GB uploads, so JSON
  * bodies are bounded here whether or not Content-Length is sent: a chunked request has none and is
  * read streaming, so that it cannot slip past the limit.
  */
@@ -48,6 +51,9 @@ export async function readJsonBody(
 
 function parseJson(bytes: Uint8Array): unknown {
   if (bytes.byteLength === 0) return undefined;
+  const deep = tooDeepAt(bytes);
+  if (deep !== undefined)
+    throw invalidField(deep, `The request body nests arrays and objects more than ${MAX_JSON_DEPTH} deep.`);
   let text: string;
   try {
     // JSON is UTF-8 (RFC 8259): a lenient decoder would store each invalid byte as U+FFFD.

@@ -57,7 +57,10 @@ export function serveApi(
   ): Promise<{ response: Response; appRequest?: Request; path: string; route?: string }> {
     const appRequest = appRequestOf(request);
     if (!appRequest)
-      return { response: problemResponse(fromFramework('NOT_FOUND', undefined)!, docsUrl), path: 'unmatched' };
+      return {
+        response: problemResponse(fromFramework('NOT_FOUND', undefined)!, docsUrl, pathOf(request.url)),
+        path: 'unmatched',
+      };
     const path = pathOf(appRequest.url);
     if (path === METRICS && (request.method === 'GET' || request.method === 'HEAD'))
       return { response: await exposition(metrics.registry), path, route: METRICS };
@@ -69,6 +72,47 @@ export function serveApi(
     return { response: sent.response, appRequest: sent.request, path };
   }
 
+  /** The answer to one request, logged and counted; throws only if logging or counting does. */
+  async function respond(request: Request): Promise<Response> {
+    const started = performance.now();
+    // The app's own id for the request when it saw it (one id, made once), else the server's.
+    let requestId: string | undefined;
+    let response: Response;
+    let route = 'unmatched';
+    let path = '';
+    let headers: HeaderFields | undefined;
+    try {
+      const answered = await answer(request);
+      response = answered.response;
+      path = answered.path;
+      const facts = answered.appRequest && factsOf(answered.appRequest);
+      if (facts) {
+        requestId = facts.id;
+        headers = facts.headers;
+      }
+      route = facts?.route ?? answered.route ?? 'unmatched';
+    } catch (error) {
+      requestId = requestIdOf(request);
+      response = hidden(error, requestId, pathOf(request.url));
+    }
+    requestId ??= requestIdOf(request);
+    response.headers.set('x-request-id', requestId);
+    if (headers) for (const name in headers) response.headers.set(name, headers[name]!);
+    const ms = performance.now() - started;
+    // The same route and status as the log line: a template, never the raw path.
+    metrics.http.observe(request.method, route, response.status, ms / 1000);
+    if (path !== '/healthz' && path !== '/readyz' && route !== METRICS) {
+      logRequest({
+        requestId,
+        method: request.method,
+        route,
+        status: response.status,
+        durationMs: Math.round(ms * 100) / 100,
+      });
+    }
+    return response;
+  }
+
   return Bun.serve({
     port: listen.port,
     hostname: listen.hostname,
@@ -76,46 +120,16 @@ export function serveApi(
     // EntityTooLarge; uploads are bounded there (5 GB) and JSON bodies in readJsonBody.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     idleTimeout: 0,
+    // Every 500 names its request's path in `instance`, as every other problem does.
     async fetch(request) {
-      const started = performance.now();
-      // The app's own id for the request when it saw it (one id, made once), else the server's.
-      let requestId: string | undefined;
-      let response: Response;
-      let route = 'unmatched';
-      let path = '';
-      let headers: HeaderFields | undefined;
       try {
-        const answered = await answer(request);
-        response = answered.response;
-        path = answered.path;
-        const facts = answered.appRequest && factsOf(answered.appRequest);
-        if (facts) {
-          requestId = facts.id;
-          headers = facts.headers;
-        }
-        route = facts?.route ?? answered.route ?? 'unmatched';
+        return await respond(request);
       } catch (error) {
-        requestId = requestIdOf(request);
-        response = hidden(error, requestId);
+        return hidden(error, requestIdOf(request), pathOf(request.url));
       }
-      requestId ??= requestIdOf(request);
-      response.headers.set('x-request-id', requestId);
-      if (headers) for (const name in headers) response.headers.set(name, headers[name]!);
-      const ms = performance.now() - started;
-      // The same route and status as the log line: a template, never the raw path.
-      metrics.http.observe(request.method, route, response.status, ms / 1000);
-      if (path !== '/healthz' && path !== '/readyz' && route !== METRICS) {
-        logRequest({
-          requestId,
-          method: request.method,
-          route,
-          status: response.status,
-          durationMs: Math.round(ms * 100) / 100,
-        });
-      }
-      return response;
     },
-    // Reached only when fetch itself fails to produce a response.
+    // Reached only if fetch itself fails to produce a response, which its catch leaves no way to;
+    // Bun gives no request here, so there is no path for `instance`.
     error(error) {
       return hidden(error, crypto.randomUUID());
     },
