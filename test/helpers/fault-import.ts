@@ -207,7 +207,10 @@ export async function referenceRun(bed: ProcessBed, csv: string): Promise<Outcom
   const worker = await bed.start('worker', { APP_NAME: 'reference' });
   try {
     await enqueue(bed, accountId, importId);
-    return await outcome(bed.sql, accountId, importId);
+    return await outcome(bed.sql, accountId, importId).catch(async (e: unknown) => {
+      // What the worker did last says where the run stands: its phases' lines are in its log.
+      throw new Error(`${(e as Error).message}\nthe worker's log ends:\n${await bed.tail(worker, 30)}`, { cause: e });
+    });
   } finally {
     await bed.kill(worker);
   }

@@ -13,9 +13,17 @@ import type { ImportJob, Pipeline, Step } from './state';
  * (finishImport). Only a merge that accounted for every row can finish.
  */
 export async function finishPhase(p: Pipeline): Promise<Step> {
+  const started = performance.now();
   const report = await writeReport(p);
+  const reported = performance.now();
   await finishImport(p.sql, p.job.accountId, p.job.id, report);
-  p.log('import finished', { importId: p.job.id });
+  // Each step's time: a finish that lags the last batch says in the log which step it waited on.
+  const ms = (t: number) => Math.round(t);
+  p.log('import finished', {
+    importId: p.job.id,
+    reportMs: ms(reported - started),
+    commitMs: ms(performance.now() - reported),
+  });
   return { phase: 'done' };
 }
 

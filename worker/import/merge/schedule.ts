@@ -30,7 +30,11 @@ export async function mergeBatches(
   try {
     return await runBatches(m, checkpoint, concurrency, vacuum);
   } finally {
+    const waited = performance.now();
     await vacuum.settled();
+    const ms = Math.round(performance.now() - waited);
+    // The phase waits for the last VACUUM: when that is long, the log says so.
+    if (ms >= 1_000) m.p.log("import merge waited for its plan tables' vacuum", { importId: m.p.job.id, ms });
   }
 }
 
