@@ -486,7 +486,7 @@ export interface paths {
     put?: never;
     /**
      * Create a webhook endpoint
-     * @description An extension beyond the contract. Needs the scope `webhooks:write`. The endpoint receives, as signed POSTs (Standard Webhooks), every event of the account's feed that becomes visible after it was created, in feed order. The response holds the signing secret, the only time it is shown. 400 `invalid_request_error` with pointer `/url` for a URL that is not an absolute http(s) URL, carries credentials, does not resolve, or is or resolves to a loopback, private, link-local or otherwise non-public address (allowed when the service runs with WEBHOOK_ALLOW_PRIVATE_URLS=true, as the embedded default does). An account has at most 20 endpoints: one more is 409 `conflict_error`.
+     * @description An extension beyond the contract. Needs the scope `webhooks:write`. The endpoint receives, as signed POSTs (Standard Webhooks), every event of the account's feed that becomes visible after it was created, in feed order. The response holds the signing secret, the only time it is shown. 400 `invalid_request_error` with pointer `/url` for a URL that is not an absolute http(s) URL, carries credentials, does not resolve, or is or resolves to a loopback, private, link-local or otherwise non-public address (allowed when the service runs with WEBHOOK_ALLOW_PRIVATE_URLS=true, as the embedded default does); for a host, the detail says only that the URL is not allowed, never which of these it is. An account has at most 20 endpoints: one more is 409 `conflict_error`.
      */
     post: operations['postV1Webhook-endpoints'];
     delete?: never;
