@@ -22,7 +22,7 @@ import { suppressionListRoutes } from './suppressions';
 import { suppressionCheckRoutes } from './suppressions/check-routes';
 import { contactRoutes, takesKeyClaims } from './contacts';
 import { ContactFastPath } from './contacts/fast-path';
-import { AccountNodes } from './account-nodes';
+import { AccountNodes } from './db';
 import { importRoutes } from './imports';
 import { eventRoutes } from './events';
 import { webhookEndpointRoutes } from './webhooks';

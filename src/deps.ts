@@ -12,8 +12,8 @@ export interface Deps {
   readonly queue?: import('./imports/queue').ImportQueue;
   /** Tells the workers when the API is busy (src/imports/api-load.ts); absent in tests that build the app. */
   readonly load?: import('./imports/api-load').ApiLoadSignal;
-  /** Refuses requests at once while the database is known away (src/db-circuit.ts); absent in most tests. */
-  readonly circuit?: import('./db-circuit').DatabaseCircuit;
+  /** Refuses requests at once while the database is known away (src/db/circuit.ts); absent in most tests. */
+  readonly circuit?: import('./db').DatabaseCircuit;
   /** Rate limits per account (src/ratelimit/limiter.ts); absent: none (RATE_LIMITS=false, most tests). */
   readonly limiter?: import('./ratelimit/limiter').RateLimiter;
   /**
@@ -23,9 +23,9 @@ export interface Deps {
   readonly stop?: AbortSignal;
   /**
    * Opens a pool like `sql` to another node of a Citus cluster, where the contact fast path sends an
-   * account's statements (src/account-nodes.ts); absent: every statement goes through `sql`.
+   * account's statements (src/db/account-nodes.ts); absent: every statement goes through `sql`.
    */
-  readonly nodePool?: import('./account-nodes').NodePoolFactory;
+  readonly nodePool?: import('./db').NodePoolFactory;
   /** Wakes the worker's event sequencer after a write that may have committed events (src/events/wake.ts). */
   readonly eventsHint?: import('./events/wake').EventsCommittedHint;
 }

@@ -1,6 +1,5 @@
 import { loadConfigOrExit } from './config';
-import type { NodeAddress } from './account-nodes';
-import { connect } from './db';
+import { type NodeAddress, connect, DatabaseCircuit } from './db';
 import { errorFields, log, setLogLevel } from './log';
 import { serveApi } from './http/server';
 import { resolveDatabaseUrl, resolveRedisUrl } from './embedded/urls';
@@ -10,7 +9,6 @@ import { ApiLoadSignal } from './imports/api-load';
 import { EventsCommittedHint } from './events/wake';
 import { migrate } from './migrate';
 import { closeAndExit, onStopSignals } from './shutdown';
-import { DatabaseCircuit } from './db-circuit';
 import { RateLimiter } from './ratelimit/limiter';
 import { RedisRateLimitStore } from './ratelimit/store';
 
@@ -39,7 +37,7 @@ const limiter = config.rateLimits
 // Requests before Redis answers are admitted without a limit; at start that is a moment, not an outage.
 if (limiter && !(await limiter.ready(2_000))) log('warn', 'rate limit store not reachable at start: no limits yet');
 const stop = new AbortController();
-// The contact fast path's pools to the cluster's other nodes, opened on first use (src/account-nodes.ts).
+// The contact fast path's pools to the cluster's other nodes, opened on first use (src/db/account-nodes.ts).
 const nodePool = (node: NodeAddress) =>
   connect(db.url, config.databasePoolSize, { appName: config.appName, node, onclose: () => circuit.suspect() });
 const deps = { config, sql, storage, queue, load, eventsHint, circuit, limiter, stop: stop.signal, nodePool };

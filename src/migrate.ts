@@ -1,8 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { onCitusWorkerNode } from './citus-node';
-import type { Sql } from './db';
+import { onCitusWorkerNode, type Sql } from './db';
 
 const MIGRATIONS_DIR = join(import.meta.dir, '..', 'sql', 'migrations');
 // Any fixed number works; it only has to be the same in every replica.

@@ -1,8 +1,7 @@
-// The circuit's state machine (src/db-circuit.ts) with a probe the test answers; the real thing
+// The circuit's state machine (src/db/circuit.ts) with a probe the test answers; the real thing
 // against a stopped PostgreSQL is test/fault-postgres-circuit.test.ts.
 import { describe, expect, test } from 'bun:test';
-import { DatabaseCircuit } from '../src/db-circuit';
-import { isDatabaseUnavailable } from '../src/db-unavailable';
+import { DatabaseCircuit, isDatabaseUnavailable } from '../src/db';
 
 const refused = () => Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
 const lostSession = () => Object.assign(new Error('write CONNECTION_CLOSED'), { code: 'CONNECTION_CLOSED' });

@@ -5,8 +5,7 @@
 import { connect as netConnect, type Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
-import { connect, type Sql, type Tx } from '../src/db';
-import { isDatabaseUnavailable } from '../src/db-unavailable';
+import { connect, type Sql, type Tx, isDatabaseUnavailable } from '../src/db';
 import { createTestDatabase, type TestDatabase } from './helpers/db';
 
 let db: TestDatabase;

@@ -8,10 +8,9 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { createHash } from 'node:crypto';
 import { Registry } from 'prom-client';
-import { connect } from '../src/db';
+import { connect, poolUsage } from '../src/db';
 import { freePort } from '../src/embedded';
 import { poolGauges } from '../src/metrics/pool';
-import { poolUsage } from '../src/metrics/pool-usage';
 import { faultBed, type Child, type FaultBed } from './helpers/fault-bed';
 import { createAccount, createAttribute, createKey } from './helpers/fixtures';
 

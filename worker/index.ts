@@ -5,7 +5,7 @@
 import { DelayedError, Queue, UnrecoverableError, Worker, type Job, type Processor } from 'bullmq';
 import { mkdir, utimes, writeFile } from 'node:fs/promises';
 import { loadConfigOrExit } from '../src/config';
-import { connect } from '../src/db';
+import { connect, onCitusWorkerNode } from '../src/db';
 import { errorFields, log, setLogLevel } from '../src/log';
 import { ApiLoad } from '../src/imports/api-load';
 import { onEventsCommitted } from '../src/events/wake';
@@ -25,7 +25,6 @@ import {
   type ImportJobData,
 } from '../src/imports/jobs';
 import { resolveDatabaseUrl, resolveRedisUrl } from '../src/embedded/urls';
-import { onCitusWorkerNode } from '../src/citus-node';
 import { importsFinished } from '../src/metrics/import-pipeline';
 import { serveMetrics } from '../src/metrics/listener';
 import { workerMetrics } from '../src/metrics/worker';

@@ -1,7 +1,6 @@
 import type { KeyClaim, KeyRow } from '../auth/authenticate';
 import { LiveCache } from '../auth/cache';
-import { AccountNodes } from '../account-nodes';
-import type { AnySql, Sql } from '../db';
+import { AccountNodes, type AnySql, type Sql } from '../db';
 import { ApiError } from '../errors';
 import { versionedAttributes } from '../schema/service';
 import { AttributeSchema } from './attributes';
@@ -26,7 +25,7 @@ import { brandSubscribeEvents, contactColumns, insertContact, liveBrandsAmong, p
  * with the row: contact_versions, the counters a GET returns, and contact_write_admitted and
  * contact_create_admitted, a write's checks (counters, bulk operation, seed address) and then its
  * write lock (the guard of write-guard.ts). On a Citus cluster such a statement, sent to the node of
- * the account's shards (src/account-nodes.ts), takes Citus's fast path and runs there alone; a join
+ * the account's shards (src/db/account-nodes.ts), takes Citus's fast path and runs there alone; a join
  * of the same tables went through its router planner at five times the cost.
  *
  * No rule of a write is spelled here: the request's (create-request.ts, AttributeSchema.read), the

@@ -1,5 +1,4 @@
-import type { Sql } from '../db';
-import { violates } from '../db-constraint';
+import { type Sql, violates } from '../db';
 import { invalidField, notFound, operationInProgress, pointer } from '../errors';
 import { pageOf, pagination } from '../http/pagination';
 import { getSchema } from '../schema/service';

@@ -1,5 +1,4 @@
-import type { DatabaseCircuit } from '../db-circuit';
-import { isConnectionGone } from '../db-unavailable';
+import { type DatabaseCircuit, isConnectionGone } from '../db';
 import { log } from '../log';
 import { factsOf } from './context';
 

@@ -1,4 +1,4 @@
-import { isDatabaseUnavailable } from '../db-unavailable';
+import { isDatabaseUnavailable } from '../db';
 import { serviceUnavailable, type ApiError } from '../errors';
 
 /**
@@ -9,7 +9,7 @@ import { serviceUnavailable, type ApiError } from '../errors';
 export const DATABASE_RETRY_AFTER_SECONDS = 5;
 
 /**
- * A failure that only says the database is away (src/db-unavailable.ts) becomes 503 api_error with
+ * A failure that only says the database is away (src/db/unavailable.ts) becomes 503 api_error with
  * Retry-After: the request was fine and can be sent again as it is. Anything else is not this
  * module's to answer.
  */

@@ -1,7 +1,6 @@
 import { join } from 'node:path';
 import { releaseContactWrites } from '../contacts/write-guard';
-import type { AnySql, Sql, Tx } from '../db';
-import { violates } from '../db-constraint';
+import { type AnySql, type Sql, type Tx, violates } from '../db';
 
 /**
  * A contact import's lifecycle, whole: every write of a contact_imports row's status, phase and

@@ -1,10 +1,10 @@
 import { Gauge, type Registry } from 'prom-client';
-import { poolUsage } from './pool-usage';
+import { poolUsage } from '../db';
 import { PREFIX } from './registry';
 
 /**
  * The process's PostgreSQL pool: its size, and the connections in use and the demand beyond them as
- * counted by src/metrics/pool-usage.ts (no database round trip).
+ * counted by src/db/pool-usage.ts (no database round trip).
  */
 export function poolGauges(registry: Registry, sql: object): void {
   const usage = poolUsage(sql);

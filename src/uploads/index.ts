@@ -6,7 +6,7 @@ import { EntityTooLargeError, LocalStore, MAX_UPLOAD_BYTES, type Received } from
 import { accessDenied, entityTooLarge, s3Error } from './s3-error';
 import { completeUpload, uploadWindow } from './complete';
 import { gzipBody, NotGzipError, uploadEncoding } from './encoding';
-import { isDatabaseUnavailable } from '../db-unavailable';
+import { isDatabaseUnavailable } from '../db';
 import { DATABASE_RETRY_AFTER_SECONDS } from '../http/unavailable';
 import { againOnLostSession } from '../http/lost-session';
 

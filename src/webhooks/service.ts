@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { Sql } from '../db';
+import { type Sql, accountXactLock, webhookEndpointsLock } from '../db';
 import { conflict, invalidField, notFound } from '../errors';
-import { accountXactLock, webhookEndpointsLock } from '../locks';
 import { pageOf, pagination } from '../http/pagination';
 import { MAX_ENDPOINTS_PER_ACCOUNT, MAX_URL_LENGTH, type CreateEndpointInput } from './model';
 import { checkWebhookUrl, type CheckOptions } from './url-safety';

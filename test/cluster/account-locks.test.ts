@@ -1,12 +1,11 @@
 /**
- * The locks of an account's resources (src/locks.ts, accountXactLock) exclude each other whatever
+ * The locks of an account's resources (src/db/locks.ts, accountXactLock) exclude each other whatever
  * node their takers are connected to: API replicas may connect to any node of the cluster (README
  * "Scaling out"), and advisory locks are per node, so each is taken on the node of the account's
  * shards. Checked from every pair of nodes, for a few accounts (their shards on either worker).
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { connect, type Sql } from '../../src/db';
-import { accountXactLock, suppressionListLock, tryAccountXactLock } from '../../src/locks';
+import { connect, type Sql, accountXactLock, suppressionListLock, tryAccountXactLock } from '../../src/db';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { createAccount } from '../helpers/fixtures';
 

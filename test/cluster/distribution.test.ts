@@ -9,8 +9,7 @@ import { beforeAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
 import { LiveCache } from '../../src/auth/cache';
 import { ContactFastPath } from '../../src/contacts/fast-path';
-import { AccountNodes } from '../../src/account-nodes';
-import { connect, type Sql, type Tx } from '../../src/db';
+import { AccountNodes, connect, type Sql, type Tx } from '../../src/db';
 import { holdContactWrites } from '../../src/contacts/write-guard';
 import { runImport } from '../../worker/import/index';
 import { partStatements } from '../../worker/import/merge/sql-files';
@@ -235,7 +234,7 @@ describe('the merge statements on the cluster', () => {
 
 /**
  * The API's fast path for a new account with a key, sending the account's statements to the node of
- * its shards (src/account-nodes.ts) on connections that record every statement they send, and the
+ * its shards (src/db/account-nodes.ts) on connections that record every statement they send, and the
  * plan Citus makes of such a statement there.
  */
 async function recordingFastPath() {
@@ -365,7 +364,7 @@ describe('the API fast path on the cluster', () => {
   test("a PATCH that removes an attribute as the first statement on a new node's pool", async () => {
     // Its removals are an array parameter: postgres.js sends one made before the pool's first
     // connection learned the array types as text ("malformed array literal"), so AccountNodes
-    // answers with a pool that has run a statement (src/account-nodes.ts).
+    // answers with a pool that has run a statement (src/db/account-nodes.ts).
     const { account, claim, fast, end } = await recordingFastPath();
     try {
       await bed.db.sql`insert into schema_attributes (account_id, name, type) values (${account}, 'nick', 'string')`;

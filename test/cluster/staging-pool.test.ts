@@ -5,7 +5,7 @@
  * the lock while it does.
  */
 import { beforeAll, expect, test } from 'bun:test';
-import { stagingPoolLock } from '../../src/locks';
+import { stagingPoolLock } from '../../src/db';
 import { LAYOUT, releaseStaging, stagingFor, tendPool } from '../../worker/import/staging-pool';
 import { stagingTables } from '../../worker/import/staging';
 import { createAccount } from '../helpers/fixtures';

@@ -46,7 +46,7 @@ export async function testApp(
       : db.sql;
   const stop = new AbortController();
   // On a cluster the contact fast path sends each account's statements to its node, on pools that
-  // show their statements to `observe` too (src/account-nodes.ts).
+  // show their statements to `observe` too (src/db/account-nodes.ts).
   const nodePool = (node: { host: string; port: number }) =>
     connect(url, 10, { node, ...(observe && { debug: (_connection, query) => observe(query) }) });
   const deps: Deps = { config, sql, stop: stop.signal, nodePool, ...extra };

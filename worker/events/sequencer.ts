@@ -44,7 +44,7 @@ async function sequenceAccount(sql: Sql, accountId: string): Promise<{ n: number
     // Row by row (returning), not counted in a WITH: Citus routes no modifying CTE. In the order of
     // their transactions' start, then of their ids: on a Citus cluster each node draws ids from a
     // range of its own, and an account's sets are written through more than one node (the API's
-    // own and the account's: src/account-nodes.ts), so ids alone would put a later set first.
+    // own and the account's: src/db/account-nodes.ts), so ids alone would put a later set first.
     const placed = await tx`
       update brand_subscribe_events e set position = ${base}::int8 + next.n
       from (

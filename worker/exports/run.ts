@@ -1,9 +1,7 @@
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream';
+import { Readable, pipeline } from 'node:stream';
 import { createGzip, constants } from 'node:zlib';
 import { isSuspended } from '../../src/auth/suspension';
-import type { Sql } from '../../src/db';
-import { isConnectionGone } from '../../src/db-unavailable';
+import { type Sql, isConnectionGone } from '../../src/db';
 import { exportObjectKey } from '../../src/exports/download';
 import { EXPORT_LEASE_SECONDS } from '../../src/exports/retry-after';
 import { getSchema } from '../../src/schema/service';
@@ -18,7 +16,7 @@ export const MAX_ATTEMPTS = 3;
 /**
  * Runs an export may take when the ones that failed met the database away (a restart, a failover,
  * a cut connection): such a failure says nothing about the export, so it is waited out rather than
- * counted against it (src/db-unavailable.ts is the one rule). A run is only claimed once the
+ * counted against it (src/db/unavailable.ts is the one rule). A run is only claimed once the
  * database answers again, so this counts outages that broke a running export, not seconds.
  */
 export const MAX_RUNS_THROUGH_OUTAGES = 20;

@@ -1,10 +1,8 @@
 import { isSuspended } from '../../src/auth/suspension';
 import type { Config } from '../../src/config';
-import type { Sql } from '../../src/db';
-import { isDatabaseUnavailable } from '../../src/db-unavailable';
+import { type Sql, isDatabaseUnavailable, importRunLock } from '../../src/db';
 import { markImportFailed } from '../../src/imports/lifecycle';
 import { importPhaseDuration, importsFinished } from '../../src/metrics/import-pipeline';
-import { importRunLock } from '../../src/locks';
 import type { ObjectStore } from '../../src/storage/store';
 import { dedupePhase, ensureStaged } from './dedupe';
 import { cleanup, finishPhase } from './finish';
@@ -62,7 +60,7 @@ export type RunEnd = 'ended' | 'yielded' | 'suspended';
  * (connection loss, deadlock, object store trouble): the import stays `importing` and the job
  * should be retried. ImportBusyError means another worker is running this import right now.
  *
- * When the database goes away mid-run (src/db-unavailable.ts), or a crash emptied the staging, the
+ * When the database goes away mid-run (src/db/unavailable.ts), or a crash emptied the staging, the
  * run waits until PostgreSQL answers and starts over from the committed state itself, for up to
  * DATABASE_WAIT_MS, before it throws for the queue to retry.
  */

@@ -1,10 +1,10 @@
-import { COPY_BINARY_HEADER, COPY_BINARY_TRAILER } from '../../src/copy-binary';
+import { COPY_BINARY_HEADER, COPY_BINARY_TRAILER } from '../../src/db';
 import type { StagedRow } from './cells';
 
 /**
  * The staging table's rows (rowsTableDdl's columns but `account_id`, which its default fills) in
  * PostgreSQL's binary COPY format: a COPY statement's bytes are the header, the rows, then the
- * trailer (src/copy-binary.ts).
+ * trailer (src/db/copy-binary.ts).
  *
  * Binary, not text: PostgreSQL parses every uuid, int and `uuid[]` of a text COPY (the array's
  * parser is a general one, and slow), and the worker had to write the md5 as 32 hex digits and

@@ -1,6 +1,5 @@
-import type { AnySql, Sql } from '../../src/db';
+import { type AnySql, type Sql, stagingPoolLock } from '../../src/db';
 import { log } from '../../src/log';
-import { stagingPoolLock } from '../../src/locks';
 import { runLoop, type Loop } from '../events/loop';
 import { rejectsTableDdl, repeatRowsDdl } from './rejects';
 import { repeatsTableDdl } from './repeats';

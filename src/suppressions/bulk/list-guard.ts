@@ -1,9 +1,6 @@
 import type { ReservedSql } from 'postgres';
-import type { Sql } from '../../db';
-import { violates } from '../../db-constraint';
-import { isConnectionGone } from '../../db-unavailable';
+import { type Sql, violates, isConnectionGone, suppressionListLock, tryAccountXactLock } from '../../db';
 import { operationInProgress } from '../../errors';
-import { suppressionListLock, tryAccountXactLock } from '../../locks';
 
 export type Conn = ReservedSql<{}>;
 

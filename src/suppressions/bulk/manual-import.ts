@@ -1,8 +1,7 @@
 import { createReadStream } from 'node:fs';
 import { access, constants, stat } from 'node:fs/promises';
 import { pipeline } from 'node:stream/promises';
-import type { Sql } from '../../db';
-import { isConnectionGone } from '../../db-unavailable';
+import { type Sql, isConnectionGone } from '../../db';
 import { BucketSort } from './bucket-sort';
 import { copyInto } from './copy-in';
 import { findList } from '../lists';

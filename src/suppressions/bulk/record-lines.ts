@@ -1,4 +1,4 @@
-import { COPY_BINARY_HEADER, COPY_BINARY_TRAILER } from '../../copy-binary';
+import { COPY_BINARY_HEADER, COPY_BINARY_TRAILER } from '../../db';
 import { normaliseRecord, type ListFormat } from '../records';
 
 export interface LineCounts {

@@ -1,5 +1,5 @@
 import { drainContactWrites, holdContactWrites } from '../../../src/contacts/write-guard';
-import { accountMergeLock } from '../../../src/locks';
+import { accountMergeLock } from '../../../src/db';
 import type { Pipeline } from '../state';
 
 /**

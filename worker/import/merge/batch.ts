@@ -1,7 +1,6 @@
 import { batchHoldsAccount } from '../../../src/contacts/write-guard';
 import { advanceMerge } from '../../../src/imports/lifecycle';
-import type { Tx } from '../../../src/db';
-import { mergeBatchLock } from '../../../src/locks';
+import { type Tx, mergeBatchLock } from '../../../src/db';
 import { Pacer } from '../pace';
 import { StagingLostError, type Pipeline } from '../state';
 import { decideParams, fusedParams, type PartStatements } from './sql-files';

@@ -1,5 +1,5 @@
 import type postgres from 'postgres';
-import { wrapSql } from '../sql-wrapper';
+import { wrapSql } from './sql-wrapper';
 
 /**
  * What a process holds of its postgres.js pool right now. postgres.js (3.4.9) keeps its connection
@@ -19,7 +19,7 @@ export interface PoolUsage {
 
 const usages = new WeakMap<object, PoolUsage>();
 
-/** The usage of a pool that `trackPool` returned (every `connect()` of src/db.ts), else undefined. */
+/** The usage of a pool that `trackPool` returned (every `connect()` of src/db/pool.ts), else undefined. */
 export function poolUsage(sql: object): PoolUsage | undefined {
   return usages.get(sql);
 }

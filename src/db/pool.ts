@@ -1,7 +1,7 @@
 import postgres from 'postgres';
-import { DEFAULT_APP_NAME } from './config';
-import { guardPinned } from './db-pinned';
-import { trackPool } from './metrics/pool-usage';
+import { DEFAULT_APP_NAME } from '../config';
+import { guardPinned } from './pinned';
+import { trackPool } from './pool-usage';
 
 export type Sql = postgres.Sql<{}>;
 export type Tx = postgres.TransactionSql<{}>;
@@ -13,8 +13,8 @@ export type AnySql = postgres.ISql<{}>;
  * every counter here stays far below 2^53. `appName` is PostgreSQL's application_name (what
  * pg_stat_activity shows; Config.appName for the API and the worker); `debug` sees every statement
  * sent (tests count round trips). Transactions and reservations are guarded against postgres.js
- * writing on a connection it already closed (src/db-pinned.ts), and what holds a pool connection is
- * counted for the pool gauges of /metrics (src/metrics/pool-usage.ts).
+ * writing on a connection it already closed (src/db/pinned.ts), and what holds a pool connection is
+ * counted for the pool gauges of /metrics (src/db/pool-usage.ts).
  */
 export function connect(
   url: string,

@@ -1,4 +1,4 @@
-import type { Sql } from './db';
+import type { Sql } from './pool';
 
 /**
  * True when `sql` is connected to a worker node of a Citus cluster, rather than to its coordinator

@@ -1,5 +1,5 @@
 import type postgres from 'postgres';
-import type { AnySql } from './db';
+import type { AnySql } from './pool';
 
 /**
  * Every PostgreSQL advisory lock key the service takes, spelled once. Each is a SQL fragment for

@@ -1,5 +1,5 @@
 import type postgres from 'postgres';
-import { connectionLost, isDatabaseUnavailable } from './db-unavailable';
+import { connectionLost, isDatabaseUnavailable } from './unavailable';
 import { wrapSql } from './sql-wrapper';
 
 /**

@@ -1,5 +1,5 @@
-import { databaseUnreachable, isConnectionGone, isDatabaseUnavailable } from './db-unavailable';
-import { errorFields, log } from './log';
+import { databaseUnreachable, isConnectionGone, isDatabaseUnavailable } from './unavailable';
+import { errorFields, log } from '../log';
 
 /**
  * How long a probe may take before it counts as "the database is away": a connection and one
@@ -16,7 +16,7 @@ const REQUEST_WAIT_MS = 900;
 const PROBE_GAP_MS = 100;
 
 /**
- * The API's circuit for "the database is away" (the rule itself is src/db-unavailable.ts). Requests
+ * The API's circuit for "the database is away" (the rule itself is src/db/unavailable.ts). Requests
  * that meet a lost or refused connection could each wait out the pool's reconnects and connect
  * timeout (10 s) before answering 503; once a probe on a connection of its own has confirmed that
  * PostgreSQL does not answer, the circuit is open and a request that needs the database is refused

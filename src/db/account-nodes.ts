@@ -1,5 +1,5 @@
-import { connectBeside, type Sql } from './db';
-import { errorFields, log } from './log';
+import { connectBeside, type Sql } from './pool';
+import { errorFields, log } from '../log';
 
 /** A PostgreSQL server by address. */
 export interface NodeAddress {

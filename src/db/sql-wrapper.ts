@@ -1,7 +1,7 @@
 /**
  * `sql` (a postgres.js instance: a tag function carrying its methods) as a plain function of its
  * own: calling it calls `call`, and its methods are `sql`'s but for `overrides`. For the wrappers
- * around the pool (src/db-pinned.ts, src/metrics/pool-usage.ts), which were Proxies: Bun calls
+ * around the pool (src/db/pinned.ts, src/db/pool-usage.ts), which were Proxies: Bun calls
  * through a Proxy at about 0.3 µs even without a trap, and every statement and every fragment
  * (`sql`and x = ${y}``) is such a call: a contact create's statement, a dozen of them, took 16-25 µs
  * to build behind the two Proxies and 6-7 µs behind these. postgres.js's methods are closures over

@@ -5,7 +5,7 @@ import postgres from 'postgres';
  * shutting down, crashed, or still starting up. Such a failure says nothing about the request or
  * the import that met it: the same work succeeds once PostgreSQL answers again. The API answers it
  * with 503 (src/http/unavailable.ts), the worker retries (worker/import/index.ts), and
- * src/db-pinned.ts takes it as the end of a pinned connection.
+ * src/db/pinned.ts takes it as the end of a pinned connection.
  */
 export function isDatabaseUnavailable(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
@@ -25,7 +25,7 @@ const SERVER_CODES = new Set(['57P01', '57P02', '57P03', '53300']);
  * postgres.js's own connection errors, and the socket errors it passes through while connecting or
  * when a connection breaks. CONNECTION_ENDED is the pool being closed at shutdown. DATABASE_UNREACHABLE
  * is the API's circuit refusing a request while a probe says the database does not answer
- * (src/db-circuit.ts).
+ * (src/db/circuit.ts).
  */
 const CLIENT_CODES = new Set([
   'DATABASE_UNREACHABLE',
@@ -52,7 +52,7 @@ export function isConnectionGone(error: unknown): boolean {
   return severity === 'FATAL' || severity === 'PANIC';
 }
 
-/** What the API's circuit throws while a probe says the database does not answer (src/db-circuit.ts). */
+/** What the API's circuit throws while a probe says the database does not answer (src/db/circuit.ts). */
 export function databaseUnreachable(): Error {
   return Object.assign(new Error('the database does not answer (a probe failed); the request was not sent to it'), {
     code: 'DATABASE_UNREACHABLE',
