@@ -4,35 +4,36 @@
  *   [--shapes wide,narrow]
  *   [--flat-rows N] [--no-flat] [--citus] [--citus-workers N]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
- * L1, the dba step, import A and import B for each file shape (shape-steps.ts; above 1M rows also on
- * the shapes' 1M files, flat.ts), then the HTTP load (and, when asked for, profile, gzip, report and
- * fair) on the wide shape, the mixed step and, when asked for, the events step (events.ts) and the
- * suppression-check step (suppression-check.ts), verifies
+ * L1, the dba step, import A and import B for each file shape (steps/shape-steps.ts; above 1M rows also
+ * on the shapes' 1M files, steps/flat.ts), then the HTTP load (and, when asked for, profile, gzip, report and
+ * fair) on the wide shape, the mixed step and, when asked for, the events step (steps/events.ts) and
+ * the suppression-check step (steps/suppression-check.ts), verifies
  * each after timing, prints the tables and writes bench/results/<timestamp>.json. With --citus, import A,
- * the HTTP step and the small imports (small-import.ts) run again on the embedded Citus cluster after
+ * the HTTP step and the small imports (steps/small-import.ts) run again on the embedded Citus cluster after
  * that, and a table sets the two side by side with what each node's CPU did per row and per request.
  * Exit 1 when a run or a verification fails (and with --strict when a target is missed).
  */
 import { join } from 'node:path';
 import { mkdir } from 'node:fs/promises';
-import { abandonOpenBenchImports, createBenchAccount, dropAccountContacts } from './account';
-import { checkDiskSpace, walOnDisk } from './disk';
-import { RunFiles } from './files';
-import { fairLine, fairTargets, runFair, type FairRun } from './fair';
-import { FLAT_ROWS, flatRows, flatTable, flatTargets, sizeLabel } from './flat';
-import { generateCsv } from './generate';
-import { gzipFile, runGzipImport, type GzipRun } from './gzip-import';
-import { type HttpOptions } from './http';
-import { eventsTable, eventsTargets, runEvents, type EventsRun } from './events';
-import { exportTable, exportTargets, runExportStep, type ExportRun } from './export';
-import { runMixed, type MixedRun } from './mixed';
+import { abandonOpenBenchImports, createBenchAccount, dropAccountContacts } from './lib/account';
+import { checkDiskSpace, walOnDisk } from './lib/disk';
+import { RunFiles } from './lib/files';
+import { fairLine, fairTargets, runFair, type FairRun } from './steps/fair';
+import { FLAT_ROWS, flatRows, flatTable, flatTargets } from './steps/flat';
+import { sizeLabel } from './lib/format';
+import { generateCsv } from './lib/generate';
+import { gzipFile, runGzipImport, type GzipRun } from './steps/gzip-import';
+import { type HttpOptions } from './steps/http';
+import { eventsTable, eventsTargets, runEvents, type EventsRun } from './steps/events';
+import { exportTable, exportTargets, runExportStep, type ExportRun } from './steps/export';
+import { runMixed, type MixedRun } from './steps/mixed';
 import {
   runSuppressionCheck,
   suppressionCheckTable,
   suppressionCheckTargets,
   type SuppressionCheckRun,
-} from './suppression-check';
-import { profileRead, readProfileLine } from './profile-read';
+} from './steps/suppression-check';
+import { profileRead, readProfileLine } from './steps/profile-read';
 import {
   describeMachine,
   gzipLine,
@@ -45,19 +46,18 @@ import {
   cpuTable,
   clusterCpuTargets,
   writeResults,
-  type HttpRow,
-  type LoadRow,
-} from './report';
-import { cleanFile, runReportCost, type ReportCostFile } from './report-cost';
-import { runSmall, smallTargets } from './small-import';
-import { diskPlan, eventsPath, otherStepsReadWideA, shapePaths, type FilePaths } from './run-plan';
-import { childFailures, once, startInfra, startService, type Infra } from './services';
-import { copySteps, importSteps, loadRows, type ShapeRun } from './shape-steps';
-import { SHAPE_NAMES, SHAPES, type ShapeName } from './shapes';
-import { cpuTargets, evaluateTargets, mixedTargets, phaseTable, reportCostTargets, type Target } from './summary';
-import { runOnCitus, type DatabaseRun } from './citus';
-import { cpuSampler, httpStep } from './steps';
-import { contactStorage } from './storage';
+} from './lib/report';
+import type { HttpRow, LoadRow, Target } from './lib/types';
+import { cleanFile, runReportCost, type ReportCostFile } from './steps/report-cost';
+import { runSmall, smallTargets } from './steps/small-import';
+import { diskPlan, eventsPath, otherStepsReadWideA, shapePaths, type FilePaths } from './lib/run-plan';
+import { childFailures, once, startInfra, startService, type Infra } from './lib/services';
+import { copySteps, importSteps, loadRows, type ShapeRun } from './steps/shape-steps';
+import { SHAPE_NAMES, SHAPES, type ShapeName } from './lib/shapes';
+import { cpuTargets, evaluateTargets, mixedTargets, phaseTable, reportCostTargets } from './lib/summary';
+import { runOnCitus, type DatabaseRun } from './steps/citus';
+import { cpuSampler, httpStep } from './steps/import-and-http';
+import { contactStorage } from './lib/storage';
 
 /**
  * Only when asked for: `profile` (the read phase's components, one pass each over file A), `gzip`
@@ -96,18 +96,18 @@ function parseArgs(argv: string[]) {
     rows: 25_000_000,
     duration: 10,
     warmup: 2,
-    /** measured runs of each HTTP scenario against each server (bench/http.ts) */
+    /** measured runs of each HTTP scenario against each server (bench/steps/http.ts) */
     httpRounds: 3,
     connections: 64,
     samples: 200,
     pollMs: 1000,
     steps: DEFAULT_STEPS,
-    /** the file shapes of steps l1, dba, a and b (bench/shapes.ts) */
+    /** the file shapes of steps l1, dba, a and b (bench/lib/shapes.ts) */
     shapes: [...SHAPE_NAMES] as ShapeName[],
     /** the dba step and the imports on each shape's files of this many rows too, when the run has more (flat.ts) */
     flatRows: FLAT_ROWS,
     strict: false,
-    /** delete each generated file after its read even when the disk could keep it (bench/files.ts) */
+    /** delete each generated file after its read even when the disk could keep it (bench/lib/files.ts) */
     lean: false,
     /** Citus workers of the cluster side (0: no cluster side) */
     citusWorkers: 0,

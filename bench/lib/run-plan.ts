@@ -1,0 +1,99 @@
+/**
+ * What a run reads, decided from its flags before anything runs: each shape's files for L1, the
+ * dba step and the imports (and its small files for the flatness check), the wide file A the other
+ * steps read, and what those give bench/lib/disk.ts to estimate.
+ */
+import { join } from 'node:path';
+import type { DiskPart, DiskPlan } from './disk';
+import { cleanPath } from '../steps/report-cost';
+import { RUN_ORDER } from '../steps/shape-steps';
+import { SHAPES, type ShapeName } from './shapes';
+
+export interface PlanOptions {
+  rows: number;
+  steps: readonly string[];
+  shapes: readonly ShapeName[];
+  /** rows of the flatness check's small files (flat.ts), when the run has more; 0: no check */
+  flatRows: number;
+  citusWorkers: number;
+}
+
+export interface FilePaths {
+  a: string;
+  b?: string;
+}
+
+export interface ShapePaths extends FilePaths {
+  shape: ShapeName;
+  /** the small files of the flatness check */
+  flat?: FilePaths;
+}
+
+/** The per-shape steps' files, in RUN_ORDER (none when none of l1, dba, a runs). */
+export function shapePaths(opts: PlanOptions, dir: string): ShapePaths[] {
+  const has = (s: string) => opts.steps.includes(s);
+  if (!has('l1') && !has('dba') && !has('a')) return [];
+  const flat = opts.flatRows > 0 && opts.rows > opts.flatRows && (has('dba') || has('a'));
+  return RUN_ORDER.filter((s) => opts.shapes.includes(s)).map((shape) => {
+    const pair = (rows: number): FilePaths => ({
+      a: join(dir, SHAPES[shape].fileName(rows, 0)),
+      b: has('b') ? join(dir, SHAPES[shape].fileName(rows, 1)) : undefined,
+    });
+    return { shape, ...pair(opts.rows), flat: flat ? pair(opts.flatRows) : undefined };
+  });
+}
+
+/** The events step's file, whatever `--shapes` says: the narrow file A (bench/steps/events.ts says why). */
+export const eventsPath = (opts: PlanOptions, dir: string): string => join(dir, SHAPES.narrow.fileName(opts.rows, 0));
+
+/** The steps that read the wide file A whatever `--shapes` says (the cluster's side too). */
+export function otherStepsReadWideA(opts: PlanOptions): boolean {
+  const has = (s: string) => opts.steps.includes(s);
+  return has('profile') || has('gzip') || has('report') || has('fair') || has('mixed') || opts.citusWorkers > 0;
+}
+
+/**
+ * The disk plan of the run: the wide shape's part at the run's rows (with the steps after it), and
+ * as parts of their own the narrow shape's steps and every shape's small runs (shape-steps.ts: each
+ * starts from an empty contacts table and drops its contacts after), and the events step's imports
+ * of the narrow file A (`eventsA`; after the run's contacts were dropped, each import's dropped after it).
+ */
+export function diskPlan(
+  opts: PlanOptions,
+  shapes: ShapePaths[],
+  wideA: string | undefined,
+  dataDir: string,
+  walOnDisk: number,
+  eventsA?: string,
+): DiskPlan {
+  const has = (s: string) => opts.steps.includes(s);
+  const wide = shapes.find((s) => s.shape === 'wide');
+  const ab = (p: FilePaths) => [p.a, ...(p.b ? [p.b] : [])];
+  const files = wide ? ab(wide) : wideA ? [wideA] : [];
+  const wideImportA = !!wide && (has('a') || has('dba'));
+  // gzip, report or fair after A: A's contacts stay while a second import of A, into another
+  // account, peaks (the report step deletes each of its runs' contacts before the next). The mixed
+  // step drops them first: its import peaks like import A alone.
+  const secondImport = !!wide && has('a') && (has('gzip') || has('report') || has('fair'));
+  const importA = wideImportA || has('gzip') || has('report') || has('fair') || has('mixed');
+  // Import B, and the dba step's statement for file B, load B over A's contacts.
+  const importB = !!wide && has('b');
+  const part = (shape: ShapeName, rows: number, p: FilePaths): DiskPart => ({
+    shape,
+    rows,
+    files: ab(p),
+    importA: has('a') || has('dba'),
+    importB: has('b'),
+  });
+  const others = shapes.flatMap((s) => [
+    ...(s.shape === 'wide' ? [] : [part(s.shape, opts.rows, s)]),
+    ...(s.flat ? [part(s.shape, opts.flatRows, s.flat)] : []),
+  ]);
+  if (has('events') && eventsA) {
+    // One narrow import A at a time: its peak (the narrow shape's part, when planned, holds the file).
+    const planned = shapes.some((s) => s.shape === 'narrow');
+    others.push({ shape: 'narrow', rows: opts.rows, files: planned ? [] : [eventsA], importA: true, importB: false });
+  }
+  const derived = has('report') && files[0] ? [cleanPath(files[0])] : [];
+  return { dataDir, rows: opts.rows, files, derived, importA, importB, secondImport, others, walOnDisk };
+}

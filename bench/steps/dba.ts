@@ -1,0 +1,139 @@
+/**
+ * Step `dba`: the hand-written peer. What a skilled engineer would do with psql on the same file:
+ * COPY it into an UNLOGGED table of text columns, then one INSERT … SELECT DISTINCT ON … ON CONFLICT
+ * … DO UPDATE (bench/steps/dba/upsert.sql, or the file shape's own: upsert-narrow.sql) into a fresh
+ * account's contacts; then the same for file B over them. Timed per file from the COPY's start to
+ * the upsert's commit. Verified after timing: the upsert wrote one row per distinct good email of
+ * the file, and the account holds as many contacts as import A gives (the file's normal rows).
+ *
+ * It runs in a database of its own on the embedded PostgreSQL, migrated like the service's and
+ * dropped after the step: at 25M rows its contacts after file B take ~45 GB, which the imports that
+ * follow need (bench/lib/disk.ts), and a dropped database gives them back at once, where deleting the
+ * contacts left the table's pages behind. On a configured database (no databases made there) it runs
+ * in that database and deletes its contacts after, so import A and B insert into the same table.
+ */
+import { createReadStream } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
+import type { Sql } from '../../src/db';
+import { createBenchAccount, dropAccountContacts } from '../lib/account';
+import { cpuDelta, databaseProbes, sampleCpu, type CpuProbe, type CpuSample } from '../lib/cpu';
+import type { RunFiles } from '../lib/files';
+import type { FileMeta } from '../lib/generate';
+import type { Infra } from '../lib/services';
+import { shapeOf, type Shape, type ShapeName } from '../lib/shapes';
+
+const TABLE = 'dba_rows';
+const upsertOf = (shape: Shape) => Bun.file(new URL(`./dba/${shape.upsertFile}`, import.meta.url)).text();
+
+export interface DbaFileRun {
+  file: 'A' | 'B';
+  /** COPY start to upsert commit */
+  seconds: number;
+  copySeconds: number;
+  upsertSeconds: number;
+  /** contacts the upsert inserted or updated */
+  upserted: number;
+  /** the PostgreSQL server's CPU seconds (user + system, backends included) in the COPY and in the upsert */
+  cpu?: { copy: CpuSample; upsert: CpuSample };
+}
+
+export interface DbaRun {
+  shape: ShapeName;
+  accountId: string;
+  a: DbaFileRun;
+  b?: DbaFileRun;
+}
+
+export async function runDba(
+  infra: Infra,
+  runId: string,
+  files: { a: FileMeta; b?: FileMeta },
+  runFiles: RunFiles,
+  log: (m: string) => void,
+): Promise<DbaRun> {
+  const scratch = await infra.scratch?.('dba');
+  const sql = scratch?.sql ?? infra.sql;
+  // The same server whichever database: its CPU, for what a row costs the peer against the import.
+  const probes = await databaseProbes(infra.databaseUrl);
+  const shape = shapeOf(files.a);
+  const ctx = { sql, runFiles, probes, log, shape, upsert: await upsertOf(shape) };
+  try {
+    const account = await createBenchAccount(sql, `${runId} dba${shape.suffix}`, shape);
+    try {
+      const a = await loadFile(ctx, account.id, files.a, 'A');
+      await expectContacts(sql, account.id, files.a.normal, `after file A${shape.suffix}`);
+      const b = files.b ? await loadFile(ctx, account.id, files.b, 'B') : undefined;
+      if (files.b) await expectContacts(sql, account.id, files.b.normal, `after file B${shape.suffix}`);
+      return { shape: shape.name, accountId: account.id, a, b };
+    } finally {
+      await sql.unsafe(`drop table if exists ${TABLE}`);
+      if (!scratch) await dropAccountContacts(sql, account.id);
+    }
+  } finally {
+    await scratch?.drop();
+  }
+}
+
+interface LoadContext {
+  sql: Sql;
+  runFiles: RunFiles;
+  probes: CpuProbe[];
+  log: (m: string) => void;
+  shape: Shape;
+  /** the shape's statement */
+  upsert: string;
+}
+
+async function loadFile(
+  { sql, runFiles, probes, log, shape, upsert }: LoadContext,
+  accountId: string,
+  file: FileMeta,
+  name: 'A' | 'B',
+): Promise<DbaFileRun> {
+  const columns = shape.columns.map((c) => c.toLowerCase());
+  const label = `file ${name}${shape.suffix}`;
+  await sql.unsafe(`drop table if exists ${TABLE}`);
+  // row_no: the file's order, which DISTINCT ON needs to keep each email's last row.
+  const text = columns.map((c) => `${c} text`).join(', ');
+  const list = columns.join(', ');
+  await sql.unsafe(`create unlogged table ${TABLE} (row_no bigint generated always as identity, ${text})`);
+  await runFiles.ready(file);
+  log(`[dba] ${label}: COPY, then the upsert`);
+  const cpuStart = await sampleCpu(probes);
+  const started = performance.now();
+  const writable = await sql
+    // An empty cell as '' rather than NULL, so the statement's checks need no null case.
+    .unsafe(`copy ${TABLE} (${list}) from stdin with (format csv, header, force_not_null (${list}))`)
+    .writable();
+  await pipeline(createReadStream(file.path, { highWaterMark: 1 << 20 }), writable);
+  const copied = performance.now();
+  const cpuCopied = await sampleCpu(probes);
+  // Not timed: a lean run deletes the file here, before the upsert's data peaks (bench/lib/files.ts).
+  await runFiles.read(file);
+  const resumed = performance.now();
+  const result = await sql.begin(async (tx) => {
+    await tx`set local work_mem = '1GB'`; // the DISTINCT ON's sort in memory, as the import's dedupe
+    return tx.unsafe(upsert, [accountId]);
+  });
+  const done = performance.now();
+  const cpuDone = await sampleCpu(probes);
+  const upserted = result.count;
+  if (upserted !== file.normal)
+    throw new Error(`dba ${label}: the upsert wrote ${upserted} contacts, the file has ${file.normal} good emails`);
+  const run = {
+    file: name,
+    seconds: (copied - started + (done - resumed)) / 1000,
+    copySeconds: (copied - started) / 1000,
+    upsertSeconds: (done - resumed) / 1000,
+    upserted,
+    cpu: probes.length ? { copy: cpuDelta(cpuStart, cpuCopied), upsert: cpuDelta(cpuCopied, cpuDone) } : undefined,
+  };
+  log(`[dba] ${label}: ${run.seconds.toFixed(2)} s (COPY ${run.copySeconds.toFixed(2)} s), ${upserted} contacts`);
+  return run;
+}
+
+async function expectContacts(sql: Sql, accountId: string, want: number, when: string): Promise<void> {
+  const [{ n } = { n: -1 }] = await sql<{ n: number }[]>`
+    select count(*)::int as n from contacts where account_id = ${accountId}`;
+  if (n !== want) throw new Error(`dba ${when}: the account holds ${n} contacts, import A gives ${want}`);
+}
