@@ -15,7 +15,7 @@ import { createStore, importObjectKey, LocalStore, S3Store } from '../src/storag
 import { uploadHandler } from '../src/uploads';
 import { runImport, UnrecoverableImportError } from '../worker/import';
 import { decompressed } from '../worker/import/decompress';
-import { ImportFileError } from '../worker/import/state';
+import { ImportFileError } from '../worker/import/errors';
 import type { TestApp } from './helpers/app';
 import { uploadBed } from './helpers/upload-bed';
 import { testConfig } from './helpers/file-store';

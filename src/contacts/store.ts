@@ -1,19 +1,12 @@
 import type { Sql, Tx } from '../db';
 import { invalidField, notFound } from '../errors';
 import { customAttributes } from '../schema/service';
-import { AttributeSchema, type Attributes } from './attributes';
+import { AttributeSchema } from './attributes';
 import { md5ToUuid, uuidToMd5 } from './email';
 import type { ContactBody } from './model';
-import { brandSubscribeEvents, contactColumns, liveBrandsAmong } from './write-sql';
+import { brandSubscribeEvents, contactColumns, liveBrandsAmong, type ContactRow } from './write-sql';
 
-export interface ContactRow {
-  email_md5: string;
-  email: string;
-  attributes: Attributes;
-  brand_ids: string[];
-  enabled: boolean;
-  created_at: Date;
-}
+export type { ContactRow } from './write-sql';
 
 export async function schemaOf(sql: Sql | Tx, accountId: string): Promise<AttributeSchema> {
   return new AttributeSchema(await customAttributes(sql as Sql, accountId));

@@ -1,7 +1,6 @@
 import type postgres from 'postgres';
 import type { AnySql } from '../db';
 import type { AttributeChanges, Attributes } from './attributes';
-import type { ContactRow } from './store';
 
 /**
  * The SQL of the single-contact write rules, each spelled once. The plain path (service.ts,
@@ -11,6 +10,16 @@ import type { ContactRow } from './store';
  */
 
 type Fragment = postgres.Fragment;
+
+/** A contact as `contactColumns` reads it. */
+export interface ContactRow {
+  email_md5: string;
+  email: string;
+  attributes: Attributes;
+  brand_ids: string[];
+  enabled: boolean;
+  created_at: Date;
+}
 
 /** The columns of the response; the hidden fields (hard bounce, first source) are never read. */
 export const contactColumns = (sql: AnySql) => sql`email_md5, email, attributes, brand_ids, enabled, created_at`;

@@ -1,7 +1,8 @@
 import type { Sql } from '../../src/db';
 import { getSchema } from '../../src/schema/service';
 import { BrandIndex, type Column } from './cells';
-import { ImportFileError, type ImportJob } from './state';
+import { ImportFileError } from './errors';
+import { type ImportJob } from './state';
 
 /**
  * The declared columns with their schema types. Columns were checked against the schema when the

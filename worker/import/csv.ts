@@ -1,6 +1,6 @@
 import Papa from 'papaparse';
 import { Readable } from 'node:stream';
-import { ImportFileError } from './state';
+import { ImportFileError } from './errors';
 
 /** Characters held back until the first line is complete, at most (see utf8Text). */
 const FIRST_LINE_LIMIT = 1 << 20;

@@ -1,7 +1,7 @@
 import { pipeline, Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { MAX_UPLOAD_BYTES } from '../../src/storage/local';
-import { ImportFileError } from './state';
+import { ImportFileError } from './errors';
 
 /**
  * How far a gzip upload may expand: a generous multiple of the upload limit (a CSV compresses 4 to

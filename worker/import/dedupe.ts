@@ -14,7 +14,8 @@ import {
   type Staging,
 } from './staging';
 import { PacedLane, Pacer } from './pace';
-import { StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
+import { StagingLostError } from './errors';
+import { type MergeProgress, type Pipeline, type Step } from './state';
 
 /**
  * Phase 2, dedupe: keep the last row per email (highest row_no), set-based, into the merge table

@@ -1,7 +1,8 @@
 import { Pacer } from './pace';
 import { recordDuplicates } from './rejects';
 import { discardTables, hasRows } from './staging';
-import { StagingLostError, type Pipeline } from './state';
+import { StagingLostError } from './errors';
+import { type Pipeline } from './state';
 
 /**
  * The duplicate rows of the rejected-rows report, recorded while the merge runs (merge.ts starts

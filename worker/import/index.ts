@@ -10,18 +10,10 @@ import { mergePhase } from './merge';
 import { readPhase } from './read';
 import { stagingFor } from './staging-pool';
 import { watchSuspension } from './suspension-watch';
-import {
-  ImportBusyError,
-  ImportFileError,
-  loadImport,
-  StagingLostError,
-  UnrecoverableImportError,
-  type ImportJob,
-  type Pipeline,
-  type Step,
-} from './state';
+import { ImportBusyError, ImportFileError, StagingLostError, UnrecoverableImportError } from './errors';
+import { loadImport, type ImportJob, type Pipeline, type Step } from './state';
 
-export { ImportBusyError, UnrecoverableImportError } from './state';
+export { ImportBusyError, UnrecoverableImportError } from './errors';
 
 export interface ImportDeps {
   sql: Sql;

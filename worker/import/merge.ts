@@ -8,7 +8,8 @@ import { partStatements } from './merge/sql-files';
 import { ensureRejectsTable } from './rejects';
 import { ReportDraft } from './report';
 import { partSizes } from './staging';
-import { loadReportFacts, StagingLostError, type MergeProgress, type Pipeline, type Step } from './state';
+import { StagingLostError } from './errors';
+import { loadReportFacts, type MergeProgress, type Pipeline, type Step } from './state';
 
 /**
  * Phase 3, merge: the deduplicated rows applied to the account's contacts in batches of

@@ -21,7 +21,8 @@ import {
   useSessionAccount,
   SESSION_ACCOUNT,
 } from './staging';
-import { ImportFileError, type Pipeline, type Step } from './state';
+import { ImportFileError } from './errors';
+import { type Pipeline, type Step } from './state';
 
 /**
  * A row can hold at most this much text (per column, at least 1 MB in all). An importable cell is

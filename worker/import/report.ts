@@ -12,7 +12,7 @@ import type { Column } from './cells';
 import { loadColumns } from './columns';
 import { parseCsv, utf8Text } from './csv';
 import { decompressed } from './decompress';
-import { loadReportFacts, type Pipeline, type ReportFacts } from './state';
+import { loadReportFacts, type DraftedReport, type Pipeline, type ReportFacts, type ReportFile } from './state';
 
 /** One recorded rejected row (worker/import/rejects.ts). */
 interface Rejected {
@@ -87,7 +87,7 @@ export async function writeReport(p: Pipeline): Promise<RejectedRowsReport | und
  * a draft that failed or does not match is dropped. It starts once `before` (the recording of the
  * duplicate rows, worker/import/duplicates.ts) has ended, so it holds every row rejected before the merge.
  */
-export class ReportDraft {
+export class ReportDraft implements DraftedReport {
   private readonly file: Promise<ReportFile | undefined>;
   private readonly abort = new AbortController();
   private taken = false;
@@ -142,13 +142,6 @@ async function recordedLines(p: Pipeline): Promise<number> {
   const [{ n } = { n: 0 }] = await p.sql<{ n: string }[]>`
     select count(*) as n from ${p.sql(table)} where account_id = ${p.job.accountId}::uuid`;
   return Number(n);
-}
-
-/** A report in a temporary file: its path, how many rows it reports, how the file was walked. */
-interface ReportFile {
-  path: string;
-  lines: number;
-  how: 'lines' | 'parsed';
 }
 
 /**

@@ -1,33 +1,7 @@
-import { UnrecoverableError } from 'bullmq';
-import type { ReportDraft } from './report';
 import type { Staging } from './staging';
 import type postgres from 'postgres';
 import type { Sql } from '../../src/db';
 import type { ObjectStore } from '../../src/storage/store';
-
-/**
- * The import failed for good and its row says so (`failed`, `failureReason`). Extends BullMQ's
- * UnrecoverableError so the queue does not retry a job whose file can never import.
- */
-export class UnrecoverableImportError extends UnrecoverableError {
-  constructor(
-    readonly importId: string,
-    readonly reason: string,
-    options?: { cause?: unknown },
-  ) {
-    super(`contact import ${importId} failed: ${reason}`);
-    if (options?.cause !== undefined) this.cause = options.cause;
-  }
-}
-
-/** A permanent problem of the file itself (header, encoding, emptiness): the import fails with `message`. */
-export class ImportFileError extends Error {}
-
-/** Another worker is running this import right now; retrying later is right. */
-export class ImportBusyError extends Error {}
-
-/** The staged rows did not survive (a PostgreSQL crash empties unlogged tables): read again. */
-export class StagingLostError extends Error {}
 
 export type Strategy = 'overwrite' | 'keep' | 'skip';
 export type Phase = 'read' | 'dedupe' | 'merge' | 'finish';
@@ -134,7 +108,26 @@ export interface Pipeline {
   /** How many times a paced piece's own time it rests after it (IMPORT_PACE; 0: never paced). */
   pace: number;
   /** The rejected-rows report written ahead during the merge (report.ts), for the finish to take. */
-  reportDraft?: ReportDraft;
+  reportDraft?: DraftedReport;
+}
+
+/**
+ * A rejected-rows report written ahead (report.ts's ReportDraft), as the pipeline carries it from the
+ * merge to the finish. Spelled here, not imported from report.ts, which needs Pipeline: the two
+ * modules would import each other.
+ */
+export interface DraftedReport {
+  /** The draft's file when it holds exactly `lines` rows (then the caller removes it); else dropped. */
+  take(lines: number): Promise<ReportFile | undefined>;
+  /** Stops the draft where it is and removes what it wrote. */
+  discard(): Promise<void>;
+}
+
+/** A report in a temporary file: its path, how many rows it reports, how the file was walked. */
+export interface ReportFile {
+  path: string;
+  lines: number;
+  how: 'lines' | 'parsed';
 }
 
 /**

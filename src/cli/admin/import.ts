@@ -9,7 +9,7 @@ import type { ObjectStore } from '../../storage/store';
 import { insertImport, isOpenImportConflict, markImportFailed, markUploaded } from '../../imports/lifecycle';
 import { runImport, UnrecoverableImportError } from '../../../worker/import/index';
 import { decompressed } from '../../../worker/import/decompress';
-import { ImportFileError } from '../../../worker/import/state';
+import { ImportFileError } from '../../../worker/import/errors';
 import { isSuspended } from '../../auth/suspension';
 import { requireAccount } from './accounts';
 import { AdminError, parseFlags, UsageError, uuidFlag, type Command } from './args';

@@ -2,7 +2,8 @@ import { batchHoldsAccount } from '../../../src/contacts/write-guard';
 import { advanceMerge } from '../../../src/imports/lifecycle';
 import { type Tx, mergeBatchLock } from '../../../src/db';
 import { Pacer } from '../pace';
-import { StagingLostError, type Pipeline } from '../state';
+import { StagingLostError } from '../errors';
+import { type Pipeline } from '../state';
 import { decideParams, fusedParams, type PartStatements } from './sql-files';
 
 /** In-process retries of a batch that lost a deadlock or serialization race before giving up to the queue. */
