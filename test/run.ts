@@ -2,30 +2,55 @@
  * The whole test suite, in two passes. Each starts (or reuses) the database and Redis through the
  * same mechanism as `start`, runs `bun test` with their URLs, and stops what it started.
  *
- * 1. Every test file of test/ and bench/ on one PostgreSQL.
- * 2. The contract files (contacts, brands, suppression, imports, events, webhooks), the cache test
- *    (its app connected to a worker) and test/cluster/ again on an embedded Citus cluster, a
- *    coordinator and 2 workers (README "Scaling out"); Citus is built from ../shared/vendor when
- *    PostgreSQL lacks it (CITUS_SRC).
+ * 1. Every test file of test/ and bench/, at any depth, on one PostgreSQL; test/cluster/ excepted
+ *    (its files need the cluster and say so).
+ * 2. On an embedded Citus cluster, a coordinator and 2 workers (README "Scaling out"), again: the
+ *    files of test/, in any folder, whose name marks them as the contract's (contacts-*, brands*,
+ *    suppression*, imports-*), the events' and webhooks' (event-*, webhook-*) or the caches' (its app
+ *    connected to a worker: cache.test.ts), and every file of test/cluster/. Citus is built from
+ *    ../shared/vendor when PostgreSQL lacks it (CITUS_SRC).
  *
- * Arguments (a file name, `-t pattern`) narrow the run to one pass: the cluster's when CITUS_WORKERS
- * is set (`CITUS_WORKERS=2 bun test/run.ts test/brands.test.ts`), else the plain one.
+ * Arguments (files, folders, `-t pattern`) narrow the run to one pass: the cluster's when
+ * CITUS_WORKERS is set (`CITUS_WORKERS=2 bun test/run.ts test/brands`), else the plain one
+ * (`bun test/run.ts test/contacts`). A folder stands for its test files at any depth.
+ * `bun test/run.ts --list` prints each pass's files and runs nothing.
  */
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { basename, join, relative, resolve } from 'node:path';
 import { VENDORED_CITUS_SRC } from '../src/embedded/citus';
 import { startTestServices, testServicesEnv } from './helpers/services';
 
 const ROOT = resolve(import.meta.dir, '..');
-/** The files whose every test runs on the cluster too: the contract's, the events' (issue 36), the caches'. */
-const CONTRACT = /^(contacts-|brands|suppression|imports-|event-|webhook-|cache\.test)/;
+/** The names of the files whose every test runs on the cluster too (issue 36 added the events'). */
+const ON_CLUSTER_TOO = /^(contacts-|brands|suppression|imports-|event-|webhook-|cache\.test)/;
+const CLUSTER_DIR = join(ROOT, 'test', 'cluster');
 
-const files = (dir: string, keep: (f: string) => boolean = () => true) =>
-  readdirSync(join(ROOT, dir))
-    .filter((f) => f.endsWith('.test.ts') && keep(f))
-    .sort()
-    .map((f) => `./${dir}/${f}`);
+/** Every *.test.ts under `dir` at any depth, as absolute paths (bun test reads them as files, not filters). */
+const testFiles = (dir: string): string[] =>
+  readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.test.ts') && !f.split('/').includes('node_modules'))
+    .map((f) => join(dir, f))
+    .sort();
+
+const inCluster = (f: string) => f.startsWith(CLUSTER_DIR + '/');
+
+/** The two passes' files when no argument narrows the run. */
+function passFiles(): { plain: string[]; cluster: string[] } {
+  const tests = testFiles(join(ROOT, 'test'));
+  return {
+    plain: [...tests.filter((f) => !inCluster(f)), ...testFiles(join(ROOT, 'bench'))],
+    cluster: tests.filter((f) => inCluster(f) || ON_CLUSTER_TOO.test(basename(f))),
+  };
+}
+
+/** The arguments for bun test: a folder becomes its test files; a `-t` pattern is left as it is. */
+function expandArgs(args: string[]): string[] {
+  return args.flatMap((a, i) => {
+    const pattern = i > 0 && ['-t', '--test-name-pattern'].includes(args[i - 1]!);
+    return !pattern && existsSync(a) && statSync(a).isDirectory() ? testFiles(resolve(a)) : [a];
+  });
+}
 
 /** Each pass's report (bun's JUnit XML), read for the failures' summary at the end. */
 const reports = mkdtempSync(join(tmpdir(), 'test-run-'));
@@ -104,6 +129,12 @@ async function withProcessEnv<T>(env: Record<string, string>, fn: () => Promise<
 }
 
 const args = process.argv.slice(2);
+if (args[0] === '--list') {
+  rmSync(reports, { recursive: true, force: true });
+  for (const [name, list] of Object.entries(passFiles()))
+    for (const f of list) console.log(`${name}\t${relative(ROOT, f)}`);
+  process.exit(0);
+}
 const cluster: Record<string, string> = {
   CITUS_WORKERS: process.env.CITUS_WORKERS ?? '2',
   ...(!process.env.CITUS_SRC && existsSync(VENDORED_CITUS_SRC) && { CITUS_SRC: VENDORED_CITUS_SRC }),
@@ -111,10 +142,11 @@ const cluster: Record<string, string> = {
 const outcomes: Outcome[] = [];
 if (args.length) {
   const onCluster = Boolean(process.env.CITUS_WORKERS);
-  outcomes.push(await pass(onCluster ? 'cluster' : 'plain', onCluster ? cluster : {}, args));
+  outcomes.push(await pass(onCluster ? 'cluster' : 'plain', onCluster ? cluster : {}, expandArgs(args)));
 } else {
-  outcomes.push(await pass('plain', { CITUS_WORKERS: '0' }, [...files('test'), ...files('bench')]));
-  outcomes.push(await pass('cluster', cluster, [...files('test', (f) => CONTRACT.test(f)), ...files('test/cluster')]));
+  const { plain, cluster: onCluster } = passFiles();
+  outcomes.push(await pass('plain', { CITUS_WORKERS: '0' }, plain));
+  outcomes.push(await pass('cluster', cluster, onCluster));
 }
 rmSync(reports, { recursive: true, force: true });
 console.error(summary(outcomes));

@@ -7,7 +7,7 @@ import { errorFields, log } from '../log';
  *
  * Why a notification cannot be enough: NOTIFY is delivered after commit, asynchronously. A client
  * that revokes a key (COMMIT returned) and then calls the API can reach the API before the
- * notification does (test/cache.test.ts catches a cache that trusts itself within a few rounds), so
+ * notification does (test/auth/cache.test.ts catches a cache that trusts itself within a few rounds), so
  * a cache that answered on its own would let that call through. No amount of listening closes that
  * race for sequential clients.
  *

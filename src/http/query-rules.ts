@@ -2,7 +2,7 @@ import { invalidParameter } from '../errors';
 
 /**
  * The /v1 routes that take query parameters: the list endpoints, whose handlers check their own
- * (rejectRepeatedParams, rejectUnknownParams). test/http-edges.test.ts checks this set against the
+ * (rejectRepeatedParams, rejectUnknownParams). test/http/http-edges.test.ts checks this set against the
  * routes that declare a query schema, so the two cannot drift apart.
  */
 export const ROUTES_WITH_QUERY: ReadonlySet<string> = new Set([

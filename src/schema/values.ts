@@ -121,7 +121,7 @@ function isAlnum(c: number): boolean {
 /**
  * Exactly `isValidEmail` of src/contacts/email.ts (the service's one email rule), as a single
  * character scan: the regex version costs about half of the per-row budget at 25 million rows.
- * test/import-pipeline-cells.test.ts checks that both agree.
+ * test/imports/import-pipeline-cells.test.ts checks that both agree.
  */
 export function validEmail(s: string): boolean {
   const n = s.length;

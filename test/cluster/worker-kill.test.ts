@@ -1,7 +1,7 @@
 /**
  * A worker SIGKILLed mid-import on the Citus cluster: a restarted worker resumes the import from its
  * last committed batch, and it ends with the counts and contacts of an uninterrupted run of the same
- * file on the same cluster (every batch applied exactly once). As test/fault-worker.test.ts does on
+ * file on the same cluster (every batch applied exactly once). As test/faults/fault-worker.test.ts does on
  * one PostgreSQL, with the import's staging distributed and its statements run on the account's node.
  */
 import { test } from 'bun:test';

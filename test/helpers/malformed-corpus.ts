@@ -1,5 +1,5 @@
 /**
- * The corpus of malformed requests of test/malformed-corpus.test.ts: data tables and the generator
+ * The corpus of malformed requests of test/imports/malformed-corpus.test.ts: data tables and the generator
  * that turns them into raw HTTP/1.1 requests with the answer each must get. Every endpoint of the
  * spec appears under every heading that applies to it.
  */
@@ -692,7 +692,7 @@ function routingCases(ctx: CorpusContext): CorpusCase[] {
     ['PUT', '/v1/contacts', notFound],
     ['DELETE', '/v1/brands', notFound],
     ['PUT', `/v1/contacts/${ctx.md5}`, notFound],
-    // DELETE of a contact is an erasure (an extension, test/contacts-erase.test.ts), not a routing case.
+    // DELETE of a contact is an erasure (an extension, test/contacts/contacts-erase.test.ts), not a routing case.
     ['DELETE', '/v1/contact-schema', notFound],
     ['PUT', '/v1/contact-erasures', notFound],
     ['PATCH', '/v1/brands', notFound],

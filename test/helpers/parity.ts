@@ -1,5 +1,5 @@
 /**
- * What the parity tests (test/strategy-parity.test.ts, test/value-parity.test.ts) share: one
+ * What the parity tests (test/contacts/strategy-parity.test.ts, test/schema/value-parity.test.ts) share: one
  * account served in-process by the API, with the real local object store and upload link, and
  * contact imports made the way a client makes them (POST /v1/contact-imports, PUT to the upload
  * link, GET the import) and run by the real pipeline (runImport, as the worker's job does).

@@ -26,7 +26,7 @@ export interface S3Server {
   close(): Promise<void>;
 }
 
-/** s3rver on a free port with one bucket, as test/storage-s3.test.ts starts it. */
+/** s3rver on a free port with one bucket, as test/storage/storage-s3.test.ts starts it. */
 export async function startS3(): Promise<S3Server> {
   const dir = await mkdtemp(join(tmpdir(), 'replicas-s3-'));
   const server = new S3rver({

@@ -2,7 +2,7 @@
  * The chaos soak, whole (issue 39, item 1): one stack as `npm start` runs it, on a private
  * PostgreSQL and Redis; each account importing overlapping files in a loop while its client
  * creates, patches and reads contacts; a seeded fault every few seconds; then the checks. Used by
- * test/chaos-soak.test.ts (the CI shape) and scripts/soak.ts (the full run).
+ * test/faults/chaos-soak.test.ts (the CI shape) and scripts/soak.ts (the full run).
  */
 import { faultBed, type FaultBed } from '../fault-bed';
 import { soakAccount } from './accounts';
