@@ -1,8 +1,8 @@
 /**
  * CPU time per process tree (a PostgreSQL server with its backends, the API, the worker), sampled
  * before and after a step, so the bench can say what a row or a request costs each node: the inputs
- * of the scale model in bench/README.md. Linux /proc only; elsewhere (or for a server on another
- * machine) a probe is left out rather than guessed.
+ * of the scale model in bench/findings/2026-11-29-scale-out-model.md. Linux /proc only; elsewhere (or
+ * for a server on another machine) a probe is left out rather than guessed.
  */
 import { readdir, readFile } from 'node:fs/promises';
 import postgres from 'postgres';

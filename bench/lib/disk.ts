@@ -7,12 +7,13 @@
  * fillfactor 60). With import B it comes where B's dedupe hands over to its merge: A's contacts
  * (4.8 × the file), B's uploaded object (1 ×), its staged rows (2.5 ×) and its merge table (2.7 ×)
  * are all on disk at once, beside the WAL (at most about max_wal_size, 8 GB, between checkpoints).
- * Sampled every 10 s through the run of all default steps in session 18 (bench/README.md): 57.5 GB
- * besides 8.6 GB of WAL, 11.5 × file B, so 12 ×. Later in B's merge the staged rows are gone and
- * A's contacts grow to 6.6 × with the new versions of B's updates that find no room on their page:
- * 6.6 + 1 + 2.7 and the plan tables stay below that. (Before session 17 the plan tables grew with
- * every batch, and B's peak came late in its merge at ~75 GB besides the WAL, 15 ×: session 14's
- * run of `--steps l1,a,b,http` ran out of space there with B's merge at 89 %.)
+ * Sampled every 10 s through a run of all default steps (bench/findings/2026-11-27-default-run-25m.md):
+ * 57.5 GB besides 8.6 GB of WAL, 11.5 × file B, so 12 ×. Later in B's merge the staged rows are gone
+ * and A's contacts grow to 6.6 × with the new versions of B's updates that find no room on their
+ * page: 6.6 + 1 + 2.7 and the plan tables stay below that. (Before the plan tables' VACUUM,
+ * bench/findings/2026-11-27-plan-tables-vacuum.md, they grew with every batch, and B's peak came late
+ * in its merge at ~75 GB besides the WAL, 15 ×: a run of `--steps l1,a,b,http` ran out of space there
+ * with B's merge at 89 %, bench/findings/2026-11-26-disk-check-import-b.md.)
  * Import A alone peaks at its own dedupe: object + staged rows + merge table + sort ≈ 7.5 × + WAL.
  * A second import of file A into another account while A's contacts stay (the gzip, report, fair
  * steps after A) adds contacts instead of new versions of A's: it peaks at the end of its

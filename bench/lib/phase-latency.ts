@@ -88,9 +88,10 @@ export interface Figures {
 
 /**
  * A loaded span's idle reference: the mean p99 of the idle spans just before and just after it. This
- * machine's speed moves by a third over minutes, every process at once (bench/README.md, session
- * 26), so one idle span before a long loaded one says little about the machine during it; under a
- * steady drift the mean of the two ends is the span's middle, below the tail of its slower part.
+ * machine's speed moves by a third over minutes, every process at once
+ * (bench/findings/2026-11-28-export-judged-against-idle-spans.md), so one idle span before a long
+ * loaded one says little about the machine during it; under a steady drift the mean of the two ends
+ * is the span's middle, below the tail of its slower part.
  * The export and mixed steps judge their loaded spans against it.
  */
 export function bracketP99(before: Figures, after: Figures): number {

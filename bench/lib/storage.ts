@@ -1,7 +1,7 @@
 /**
  * Where the contacts are and what they take on disk: the whole table with its indexes and TOAST on
  * one PostgreSQL, and per node on a Citus cluster (citus_shards). Bytes per contact is the input of
- * the scale model's "how many contacts N nodes hold" (bench/README.md).
+ * the scale model's "what N nodes hold" (bench/findings/2026-11-29-scale-out-model.md).
  */
 import type { Sql } from '../../src/db';
 

@@ -3,7 +3,7 @@
  * cluster (a coordinator and `workers` workers under `$DATA_DIR/citus`, on this machine), verified
  * as on the single node. Each node's CPU time is sampled around every timed run, so the figures say
  * what the coordinator and each worker do per row and per request: the scale model's inputs
- * (bench/README.md). The cluster is started from an empty database and stopped at the end.
+ * (bench/findings/2026-11-29-scale-out-model.md). The cluster is started from an empty database and stopped at the end.
  */
 import { createBenchAccount } from '../lib/account';
 import { checkDiskSpace } from '../lib/disk';
