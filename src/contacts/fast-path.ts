@@ -138,7 +138,7 @@ export class ContactFastPath {
     if (!changes) return undefined;
     const db = this.nodes.for(accountId);
     // The counters are read back only when it updates nothing (`refused`): reading them for every
-    // answer cost the server a tenth more per patch (bench/README.md, session 20).
+    // answer cost the server a tenth more per patch (bench/findings/2026-11-27-patch-without-counters-read-back.md).
     const [row] = await db<ContactRow[]>`
       update contacts
       set attributes = ${patchedAttributes(db, changes)}, updated_at = now()

@@ -20,8 +20,9 @@ const MAX_ROUTES = 10_000;
  * node that holds the account's shards, so that each runs there alone. A statement on one
  * distributed table that enters on another node costs that node the distributed planning and the
  * remote call, and the account's node the remote session's work: 450 µs of database CPU per GET
- * over the cluster against 77 µs entered on the account's node (pgbench, bench/README.md session
- * 30). Any node gives the same answers: the writes' checks and lock run with the row, on its node
+ * over the cluster against 77 µs entered on the account's node (pgbench,
+ * bench/findings/2026-11-29-one-table-statements-on-account-node.md). Any node gives the same
+ * answers: the writes' checks and lock run with the row, on its node
  * (sql/migrations/0018_static_write_checks.sql).
  *
  * `for` never waits: an account whose node is not known yet (or any more) gets the app's pool, which

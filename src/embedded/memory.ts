@@ -14,7 +14,8 @@ const clampMb = (mb: number, min: number, max: number) => `${Math.max(min, Math.
  * `nodes - 1` others (a Citus coordinator and its workers): the one sizing rule of both the single
  * node (postgres.ts) and the cluster (citus.ts). On the 24 GB machines the bench runs on, one node
  * gets what it was measured best with: 1 GB of shared buffers (6 GB made import A of 5M rows 17 %
- * slower: bench/README.md, session 9; the OS page cache holds the rest), 64 MB per sort or hash
+ * slower: bench/findings/2026-11-25-flat-cost-first-probe-5m.md; the OS page cache holds the
+ * rest), 64 MB per sort or hash
  * node and ~1 GB for index builds. A smaller machine gets less of each instead of a server that can
  * take more memory than there is: shared buffers an eighth of it (at least 128 MB), work_mem a
  * 256th (at least 4 MB: max_connections backends may each run sorts at once), maintenance a 24th

@@ -7,7 +7,7 @@ import IORedis, { type Redis } from 'ioredis';
  *
  * Why: on a Citus cluster each look for unplaced events is a query over all 32 shards, and so is the
  * relay's look for due endpoints; at 200 ms each they cost an idle cluster about 70 ms of CPU a
- * second, and a busy one twice that (bench/README.md, session 31). Woken, they look rarely.
+ * second, and a busy one twice that (bench/findings/2026-11-29-worker-looks-woken.md). Woken, they look rarely.
  *
  * Only a hint: nothing is lost without it. A hint lost (Redis away, a process killed between its
  * commit and the hint) leaves the events to the sequencer's next look, at most

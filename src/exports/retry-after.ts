@@ -1,6 +1,6 @@
 /** How long a claim on an export holds without renewal: a dead worker's export is taken over after this. */
 export const EXPORT_LEASE_SECONDS = 15;
-/** Rows a second assumed before a run has shown its own pace (bench/README.md session 22 measured more). */
+/** Rows a second assumed before a run has shown its own pace (bench/findings/2026-11-28-export-1m-5m.md: more). */
 const ROWS_PER_SECOND = 200_000;
 const MAX_S = 24 * 3600;
 

@@ -1,6 +1,6 @@
 /**
  * Runs one contact import in its own process, as a worker would, so a test can SIGKILL it at any
- * moment (test/faults/import-crash.test.ts) and a bench can measure its memory (bench/import-memory.ts).
+ * moment (test/faults/import-crash.test.ts) and a bench can measure its memory (bench/steps/import-memory.ts).
  *
  * usage: bun test/helpers/run-import.ts DATABASE_URL STORE_DIR ACCOUNT_ID IMPORT_ID BATCH_SIZE
  *

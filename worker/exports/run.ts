@@ -195,7 +195,7 @@ async function putBack({ sql, token, log }: ExportRunDeps, claimed: ClaimedExpor
 
 /**
  * The COPY a run executes for these columns and filter, with the columns' types: also the bench's
- * baseline (bench/export.ts times the same statement drained by a client that keeps nothing).
+ * baseline (bench/steps/export.ts times the same statement drained by a client that keeps nothing).
  */
 export async function exportStatement(
   sql: Sql,

@@ -154,7 +154,7 @@ async function buildPart(
     // Real statistics, so the merge plans its joins for batches of this size, not for a guess. Of
     // the columns its plans filter on only: the attributes' and brands' statistics (wide values,
     // compared and counted in the sample) steer no plan, and took 0.37 of the 0.62 s all columns
-    // took for a 985,000-row part (psql, bench/README.md session 19).
+    // took for a 985,000-row part (psql, bench/findings/2026-11-27-merge-parts-analyze.md).
     await tx.unsafe(`analyze ${part.table} (account_id, seq, email_md5)`);
     return count;
   });

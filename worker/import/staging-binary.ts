@@ -10,7 +10,7 @@ import type { StagedRow } from './cells';
  * parser is a general one, and slow), and the worker had to write the md5 as 32 hex digits and
  * escape backslashes for it. The same 995,046 staged rows of the bench's 1M-row file A, COPYed
  * with psql into the staging table, alternating: text 24.8-31.6 s, binary 18.9-25.0 s on a busy
- * machine; into text columns without any parse 4.6 s (bench/README.md, session 19). The
+ * machine; into text columns without any parse 4.6 s (bench/findings/2026-11-27-binary-staging-copy.md). The
  * attributes go as text, the JSON object's, parsed by the dedupe (rowsTableDdl says why).
  */
 

@@ -74,7 +74,8 @@ function pooled(setId: string, accountId: string): Staging {
  * Sets are made only under the upkeep's lock, by the upkeep or by an import that found none free:
  * two makers at once slow each other down (each table's distribution takes Citus's colocation
  * lock), and a worker's first imports, started while its upkeep made the pool's first sets, made
- * their own beside it (a 4-row import then took 9.8 s, bench/README.md session 23). So an import
+ * their own beside it (a 4-row import then took 9.8 s,
+ * bench/findings/2026-11-28-small-imports-on-cluster.md). So an import
  * that finds no free set while another holds the lock waits for one that it makes, and one that
  * gets the lock makes its own.
  */

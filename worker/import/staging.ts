@@ -19,7 +19,8 @@ export const MERGE_PARTS = 2;
  * their hint bits, and, while such a worker's ANALYZE ran, the plan tables' dead rows held back.
  * The API of other accounts felt it most: `bun run bench -- --rows 5000000 --steps mixed`, p99
  * while import A merges over idle, 1.52-1.76 × with this against 1.78-3.25 × without (two runs
- * each, bench/README.md, session 17). (Anti-wraparound vacuums still run: this does not stop them.)
+ * each, bench/findings/2026-11-27-staging-no-autovacuum.md). (Anti-wraparound vacuums still run: this does not stop
+ * them.)
  */
 export const STAGING_STORAGE = 'with (autovacuum_enabled = false)';
 
@@ -255,8 +256,8 @@ export function planTableDdl(table: string): string {
  * jsonb by the dedupe for the rows it keeps. As jsonb it was parsed on its way in: on a Citus
  * cluster by the coordinator, for every row, and printed again for the worker, which parsed it a
  * second time (Citus skips that parse for a text COPY, not for a binary one): the coordinator's
- * read went from 4.35 to 9.85 CPU s per 1M rows when the COPY became binary (bench/README.md,
- * session 29).
+ * read went from 4.35 to 9.85 CPU s per 1M rows when the COPY became binary
+ * (bench/findings/2026-11-29-read-json-on-citus-coordinator.md).
  *
  * With `slices` > 1 the table is partitioned by email_md5 range into that many equal slices
  * (stagingSlices), named `<table>_<i>` in email_md5 order; the COPY into the table routes each row.

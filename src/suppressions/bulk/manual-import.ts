@@ -17,7 +17,7 @@ export interface ManualImportResult {
   malformedCount: number;
 }
 
-// Rough rates on a loaded 2-core machine (bench/suppression-import.ts); they only feed Retry-After.
+// Rough rates on a loaded 2-core machine (bench/steps/suppression-import.ts); they only feed Retry-After.
 const READ_BYTES_PER_SECOND = 50_000_000;
 const WRITE_ROWS_PER_SECOND = 300_000;
 const DIGEST_BYTES: Partial<Record<ListFormat, number>> = { md5: 16, sha512: 64 };

@@ -15,10 +15,11 @@ const RACE_RETRIES = 3;
  * (pace.ts). Measured with bench step `mixed` (another account's GET/POST/PATCH p99 while import
  * A merges, over idle), at 1M rows: whole batches ×4.5-6.9; always in pieces of 10,000 with rests
  * of 2×: ×2.1-2.3; of 5,000 with rests of 4×: ×1.7-1.9; so, only while the API says it is busy:
- * ×1.3-1.4, the merge then ~5× slower (bench/README.md, session 9). At 5M rows, with the duplicate
- * scan paced too, pieces of 1,000 instead of 5,000 (the same rest): ×2.7-2.9 instead of ×3.5-4.1.
+ * ×1.3-1.4, the merge then ~5× slower (bench/findings/2026-11-25-mixed-step-met-at-1m.md). At 5M
+ * rows, with the duplicate scan paced too, pieces of 1,000 instead of 5,000 (the same rest):
+ * ×2.7-2.9 instead of ×3.5-4.1.
  * The API's commits wait on WAL flushes that carry the merge's WAL before theirs: smaller pieces
- * make each such flush smaller (session 15).
+ * make each such flush smaller (bench/findings/2026-11-26-api-while-import-merges-paced.md).
  */
 export const PACED_ROWS = 1_000;
 
