@@ -99,10 +99,13 @@ describe('a database that cannot be reached', () => {
   });
 
   test('an error that is not about the database stays a 500 api_error', async () => {
-    const broken = buildApp({
-      ...t.deps,
-      sql: Object.assign(() => Promise.reject(new TypeError('boom')), t.deps.sql) as unknown as Sql,
+    // Lazy like postgres.js's queries: a statement fails only when awaited, and a fragment built
+    // for another statement (src/auth/suspension.ts) is never awaited, so it must not reject alone.
+    const boom = () => ({
+      then: (ok: (v: never) => unknown, bad: (e: unknown) => unknown) =>
+        Promise.reject(new TypeError('boom')).then(ok, bad),
     });
+    const broken = buildApp({ ...t.deps, sql: Object.assign(boom, t.deps.sql) as unknown as Sql });
     const res = await broken.handle(
       new Request(`http://localhost/v1/brands`, { headers: { authorization: `Bearer ${t.key}` } }),
     );
