@@ -9,8 +9,8 @@
 -- at the `-- name:` lines and puts the sections together in one of two ways:
 -- - on one PostgreSQL, as ONE statement: `decide` a materialized CTE named plan, the writes CTEs
 --   reading it, `counts` the main query. Nothing is written twice: a plan table cost each row an
---   insert, its key, three reads by key range and a delete, and the vacuums after (bench/README.md,
---   session 20).
+--   insert, its key, three reads by key range and a delete, and the vacuums after
+--   (bench/findings/2026-11-27-merge-batch-one-statement.md).
 -- - on a Citus cluster, as statements run in this order in the batch's transaction, each only when
 --   needed (worker/import/merge/batch.ts): `decide` into the part's plan table, then the others, then
 --   `clear`. Each is a plain INSERT … SELECT or DELETE that names the account on every table, so

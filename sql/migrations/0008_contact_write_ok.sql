@@ -4,8 +4,8 @@
 -- Citus pushes an INSERT … SELECT down only when it calls no volatile function. With
 -- contact_write_lock (volatile) in it, it ran the SELECT as a subplan, pulled the row to the
 -- coordinator, copied it to every worker and inserted it from there in a two-phase commit over all of
--- them: 5 ms of coordinator CPU per create and a p99 of 2 s under 64 connections (bench/README.md,
--- session 12), and a cost that grew with the number of workers.
+-- them: 5 ms of coordinator CPU per create and a p99 of 2 s under 64 connections
+-- (bench/findings/2026-11-26-citus-single-node-beside-cluster.md), and a cost that grew with the number of workers.
 --
 -- contact_write_ok is that lock declared STABLE, which it is not: it takes an advisory lock. The lie
 -- is narrow and safe here:

@@ -1,6 +1,6 @@
 -- The single write's guard (0003, 0007, 0008) in the form each kind of database needs, so that on one
--- PostgreSQL it is ONE PL/pgSQL frame with no catalog lookup (issue 35 item 5, bench/README.md
--- session 20). From here on this file is the home of both functions' bodies.
+-- PostgreSQL it is ONE PL/pgSQL frame with no catalog lookup (issue 35 item 5,
+-- bench/findings/2026-11-27-write-guard-one-frame.md). From here on this file is the home of both functions' bodies.
 --
 -- Where the earlier forms cost: the fast path's create calls contact_write_ok, a STABLE wrapper
 -- (0008) over the VOLATILE contact_write_lock, and contact_write_lock looks up Citus's catalog with
@@ -20,7 +20,7 @@ declare
   -- bulk operation of the account is recorded. The key is hashed from the uuid's canonical text,
   -- exactly as accountWriteLock of src/locks.ts.
   -- The lock as an IF's simple expression, not PERFORM, which runs it as a query: 7,000 fewer
-  -- instructions a call (valgrind, bench/README.md session 20). The check stays a query of its own.
+  -- instructions a call (valgrind, bench/findings/2026-11-27-write-guard-one-frame.md). The check stays a query of its own.
   plain text := $body$
 begin
   if pg_advisory_xact_lock_shared(hashtextextended(account::text, 0)) is null then null; end if;

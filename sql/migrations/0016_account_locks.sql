@@ -1,4 +1,4 @@
--- Advisory locks of an account's resources (src/locks.ts) taken where the account's shards are.
+-- Advisory locks of an account's resources (src/db/locks.ts) taken where the account's shards are.
 -- Advisory locks are per node: API replicas connected to different nodes of a Citus cluster (README
 -- "Scaling out"), or an API and the admin CLI, would each take theirs on their own node and exclude
 -- nothing. Delegated on Citus (force_delegation, as contact_write_lock in 0007), a call of one of

@@ -1,5 +1,5 @@
 -- The API fast path's statements (src/contacts/fast-path.ts) as statements on ONE table each, with
--- their checks in the two functions below (issue 40 item 2, bench/README.md session 30).
+-- their checks in the two functions below (issue 40 item 2, bench/findings/2026-11-29-one-table-statements-on-account-node.md).
 --
 -- Before, a GET joined cache_versions to contacts, and a PATCH and a POST joined cache_versions,
 -- bulk_operations and seed_addresses around their write. On Citus such a join of colocated tables

@@ -1,5 +1,5 @@
 -- A write's checks in static SQL, run once per write, where the row is (issue 40 item 2,
--- bench/README.md session 31).
+-- bench/findings/2026-11-29-write-checks-in-static-sql.md).
 --
 -- 0017's contact_write_admitted took constants: Citus evaluated it where the statement entered,
 -- before routing, and again in the plan it caches for a local shard, so it ran twice, and had to
