@@ -1,13 +1,14 @@
 /**
  * A bed for process tests on the Citus cluster of the test run (test/cluster/): the file's own
  * database on the coordinator and its workers, the run's redis-server on a database index of its
- * own (the queues of other files' leftover jobs stay apart), a local object store, and the real
+ * own, emptied as the bed starts (other files' leftover jobs stay apart), a local object store, and the real
  * worker and API as child processes (fault-bed.ts's childProcesses). PostgreSQL and Redis are shared
  * with the run, so unlike a fault bed this one does not restart them.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import IORedis from 'ioredis';
 import { createTestDatabase } from './db';
 import { childProcesses, type ProcessBed } from './fault-bed';
 
@@ -24,6 +25,14 @@ export async function clusterBed(env: Record<string, string> = {}): Promise<Proc
   const dataDir = await mkdtemp(join(tmpdir(), 'cluster-bed-'));
   const storeDir = join(dataDir, 'objects');
   const redisUrl = `${db.redisUrl.replace(/\/\d*$/, '')}/${REDIS_DB}`;
+  // Emptied first: the beds of earlier files share this index, and their leftover jobs (their
+  // databases dropped since) would go to this bed's worker before its own.
+  const redis = new IORedis(redisUrl, { maxRetriesPerRequest: 3 });
+  try {
+    await redis.flushdb();
+  } finally {
+    redis.disconnect();
+  }
   const processes = childProcesses(dataDir, {
     ...(process.env as Record<string, string>),
     DATABASE_URL: db.url,
