@@ -1,6 +1,6 @@
 /**
  * The chaos soak of issue 39 at full size, from the command line (CI runs a short shape of it,
- * test/chaos-soak.test.ts): `bun scripts/soak.ts [--minutes 10] [--seed 1] [--rows 100000]
+ * test/faults/chaos-soak.test.ts): `bun scripts/soak.ts [--minutes 10] [--seed 1] [--rows 100000]
  * [--accounts 3] [--every 20-40] [--batch 100000]`. Needs PostgreSQL binaries and redis-server (it
  * makes its own, under a temp dir) and runs the stack as `npm start` does. Prints the fault log and
  * a last line; exit code 0 only when every check passed.
