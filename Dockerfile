@@ -13,6 +13,14 @@ WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
 # npm install (which follows the lockfile) rather than npm ci: see README, "Quick start".
 RUN npm install --omit=dev --ignore-scripts --no-audit --no-fund
+# --ignore-scripts skips the postinstall script, which patches postgres.js (patches/*.patch: crash
+# fixes the tests prove), and patch-package is a devDependency: run it here, the version package.json
+# pins, so that the image carries the same patched files as every other install. --error-on-fail and
+# --error-on-warn: a patch that does not apply, or a postgres.js version other than the patch's, fails
+# the build. scripts/container/check.sh checks the patched files in the image.
+COPY patches ./patches
+RUN npx --yes "patch-package@$(node -p 'require("./package.json").devDependencies["patch-package"]')" \
+      --error-on-fail --error-on-warn
 
 FROM oven/bun:1.4.5-slim AS runtime
 WORKDIR /app

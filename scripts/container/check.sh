@@ -4,10 +4,10 @@
 # shellcheck disable=SC2015,SC2016
 # Builds the container image from the project's Dockerfile and proves it works, with podman and
 # buildah from Debian (no Docker engine or registry needed; ../shared/containers.md):
-#   build (stand-in base images first, base-images.sh) · image size · `migrate` · API and worker
-#   containers against a PostgreSQL and Redis of its own · /healthz, /readyz · HEALTHCHECK healthy
-#   for both · a CSV import end to end through the HTTP API · non-root user · SIGTERM stops each
-#   container with exit code 0.
+#   build (stand-in base images first, base-images.sh) · image size · postgres.js patched as patches/
+#   says · `migrate` · API and worker containers against a PostgreSQL and Redis of its own · /healthz,
+#   /readyz · HEALTHCHECK healthy for both · a CSV import end to end through the HTTP API · non-root
+#   user · SIGTERM stops each container with exit code 0.
 # Prints PASS/FAIL lines and the exact commands it runs;
 # exits non-zero on any FAIL. Removes what it started, also on failure or Ctrl-C (the image stays: it
 # is the product). Run as root:  bash scripts/container/check.sh
@@ -190,6 +190,58 @@ check_lockfile() {
   [[ $(jq '(.differing | length) + (.missing | length)' <<<"$out") == 0 ]] \
     && pass "image: node_modules are the lockfile's versions $out" \
     || fail "image: node_modules differ from the lockfile $out"
+}
+
+# The deps stage applies patches/ to postgres.js (npm install --ignore-scripts skips the postinstall
+# script that does it elsewhere). Check that the module Bun loads for `import postgres from
+# 'postgres'` is the patched one: every hunk of every patch file must be the text of its file in the
+# image at the line it names, and the directory of the resolved entry must hold a patched file with a
+# "Patched (patches/…" marker. A Dockerfile that dropped the patch step fails here, not in production.
+check_patched() {
+  local out
+  out=$(pm run --rm -v "$repo/patches:/tmp/patches:ro" --entrypoint bun "$IMAGE" -e '
+    const { readdirSync } = await import("node:fs");
+    const { dirname, relative } = await import("node:path");
+    const app = "/app", patches = "/tmp/patches";
+    const marker = "Patched (patches/";
+    // What `import postgres from "postgres"` in src/ loads: Bun resolves the "bun" export condition.
+    const entry = Bun.resolveSync("postgres", `${app}/src`);
+    const r = { entry: relative(app, entry), files: [], problems: [], marker: null };
+    for (const name of readdirSync(patches).filter((n) => n.endsWith(".patch")).sort()) {
+      const text = await Bun.file(`${patches}/${name}`).text();
+      for (const section of text.split(/^diff --git /m).slice(1)) {
+        const path = section.match(/^a\/(\S+)/)[1];
+        const file = Bun.file(`${app}/${path}`);
+        if (!(await file.exists())) { r.problems.push(`${path}: missing`); continue; }
+        const lines = (await file.text()).split("\n");
+        let hunks = 0;
+        // The new side of each hunk (its context and added lines) must be the text of the file at the
+        // line the hunk names: the file is exactly what applying the patch makes of it.
+        for (const hunk of section.split(/^@@ /m).slice(1)) {
+          const [, start, count = "1"] = hunk.match(/^-\S+ \+(\d+)(?:,(\d+))? @@/);
+          const want = hunk.split("\n").slice(1).filter((l) => !/^[-\\]/.test(l))
+            .slice(0, Number(count)).map((l) => l.slice(1));
+          const have = lines.slice(Number(start) - 1, Number(start) - 1 + want.length);
+          if (have.join("\n") === want.join("\n")) hunks++;
+          else r.problems.push(`${path}: hunk at line ${start} not applied`);
+        }
+        const marks = lines.filter((l) => l.includes(marker));
+        r.files.push({ path, hunks, markers: marks.length });
+        if (dirname(`${app}/${path}`) === dirname(entry) && marks.length && !r.marker)
+          r.marker = `${path}: ${marks[0].trim()}`;
+      }
+    }
+    if (!r.marker) r.problems.push(`no patched file with a marker beside ${r.entry}, the module Bun loads`);
+    console.log(JSON.stringify(r));' 2>"$work/patched.err") \
+    || { fail "image: could not check the postgres.js patch: $out" \
+      "$(grep -v systemd "$work/patched.err" || true)"; return; }
+  if jq -e '.problems == []' <<<"$out" >/dev/null 2>&1; then
+    pass "image: postgres.js patched, every hunk in place (Bun loads $(jq -r .entry <<<"$out")):" \
+      "$(jq -c '[.files[] | "\(.path) \(.hunks) hunks, \(.markers) markers"]' <<<"$out")"
+    pass "image: patched marker in the loaded module: $(jq -r .marker <<<"$out")"
+  else
+    fail "image: postgres.js not patched as patches/ says: $out"
+  fi
 }
 
 # --- the containers -------------------------------------------------------------------------------
@@ -463,6 +515,7 @@ main() {
   build_image
   report_image
   check_lockfile
+  check_patched
   start_postgres
   start_redis
   api_port=$(free_port)
