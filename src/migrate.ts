@@ -10,44 +10,45 @@ const MIGRATION_LOCK = 72_810_001;
 export class MigrationError extends Error {}
 
 /**
- * Comment lines edited after their file was applied, each with the text it had. A database records
- * the checksum of each file it applies and refuses a file whose text changed since; these edits
- * (a measurement cited by its finding's file in bench/findings/, a path that moved: issue 55)
- * change no statement, and a database migrated before them recorded the checksum of the text with
- * these lines put back, so that checksum is accepted too. The record itself is left as it is: a
- * replica of the former version, started beside this one, still finds the checksum it knows.
- * Only whole comment lines may be listed (`--` first, before and after the edit, one line for one
- * line); anything else refuses to migrate. A changed statement still needs a new migration.
+ * Files whose comments were edited after they were applied (measurements cited by their finding's
+ * file in bench/findings/, paths that moved: issue 55), each with the checksum that a database
+ * migrated before the edit recorded (`was`) and the checksum of that former text's statements: the
+ * text without its whole comment lines (`statements`, see statementsOf). A database refuses a file
+ * whose text changed since it was applied; `was` is accepted as well, but only while this file's
+ * statements still hash to `statements`: a comment may change, a statement never (that takes a new
+ * migration). The record is left as it is, so a replica of the former version, started beside this
+ * one, still finds the checksum it knows. The former texts are in git at a7f2337
+ * (test/migrate.test.ts migrates a database from them).
  */
-const EDITED_COMMENT_LINES: Readonly<Record<string, readonly { line: number; was: string }[]>> = {
-  '0008_contact_write_ok.sql': [
-    {
-      line: 7,
-      was: '-- them: 5 ms of coordinator CPU per create and a p99 of 2 s under 64 connections (bench/README.md,',
-    },
-    { line: 8, was: '-- session 12), and a cost that grew with the number of workers.' },
-  ],
-  '0009_events_lz4.sql': [
-    { line: 7, was: "-- 1.6 % of PostgreSQL's samples during the merge of 25M rows (bench/README.md, session 14)." },
-  ],
-  '0010_write_guard_one_frame.sql': [
-    { line: 2, was: '-- PostgreSQL it is ONE PL/pgSQL frame with no catalog lookup (issue 35 item 5, bench/README.md' },
-    { line: 3, was: "-- session 20). From here on this file is the home of both functions' bodies." },
-    {
-      line: 23,
-      was: '  -- instructions a call (valgrind, bench/README.md session 20). The check stays a query of its own.',
-    },
-  ],
-  '0016_account_locks.sql': [
-    {
-      line: 1,
-      was: "-- Advisory locks of an account's resources (src/locks.ts) taken where the account's shards are.",
-    },
-  ],
-  '0017_account_node_fast_path.sql': [
-    { line: 2, was: '-- their checks in the two functions below (issue 40 item 2, bench/README.md session 30).' },
-  ],
-  '0018_static_write_checks.sql': [{ line: 2, was: '-- bench/README.md session 31).' }],
+const COMMENTS_EDITED: Readonly<Record<string, { was: string; statements: string }>> = {
+  '0003_contact_write_lock.sql': {
+    was: 'da535be92cd0e27a3281489c8f3d88e724a3871f6886025c4c455e0f04392c7f',
+    statements: '34a21da4e9e88dbed2ab5d2bd8d50b78d23ff5db5fe2e34d7ff719669cbbe80d',
+  },
+  '0008_contact_write_ok.sql': {
+    was: '495a876b051a86e4e5c6be39168455936a34a72914b5a4ab024329f23deee412',
+    statements: '08e246fab90f3b77d1e04f310540f1a4836787db6157d34e09c33e4613cef1c1',
+  },
+  '0009_events_lz4.sql': {
+    was: 'c378d06bc1a0d81dc108ce8e533aaa1fefdafeef73675357f8e44c30b7403c21',
+    statements: 'eef7a7bb80e8de9ab80902362bc64150e393206da0d580cc43fa0c894ee8fe0e',
+  },
+  '0010_write_guard_one_frame.sql': {
+    was: '8ee5ae1f3e9f9aa780636a78d8d1b1c63b7c7696eadc7aa9cad65ddebe3bf0e7',
+    statements: '513c5057e9519ecf9e54d61e50268ddf28b8d730949962f3c5ac9df71d8b934c',
+  },
+  '0016_account_locks.sql': {
+    was: 'a57589a9e98c10b8b37aad1155663ccf3bc674f6c191e34c01c9ef9511f75d5b',
+    statements: '4fb5aeff34e19c3548482fa14db65edec9cd18ad8d8c68719247a2ccb62aa78c',
+  },
+  '0017_account_node_fast_path.sql': {
+    was: '84bdd7f66e2e332ac68fa235e65b8d31374d744f0ae51ad3c5fa76cc016c366b',
+    statements: 'c99a9bcaee9452d386f321572c4d2bad1cd0e4bf985a964eac6072a7334a0e5b',
+  },
+  '0018_static_write_checks.sql': {
+    was: '443aa83b91179de04280390a7f0db1c917a8ef19a43293583251ae6c9b888e8d',
+    statements: '14771165b86963bce182bdf30587021b75a80daeeb6a54b840a4153272860979',
+  },
 };
 
 /**
@@ -107,7 +108,8 @@ const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
 
 /**
  * The files of sql/migrations in name order, with the checksum recorded when they are applied and
- * every checksum a database may hold for them (this text's, and the text's before EDITED_COMMENT_LINES).
+ * every checksum a database may hold for them (this text's, and the former one of COMMENTS_EDITED
+ * while the statements are unchanged).
  */
 async function migrationFiles(dir: string): Promise<MigrationFiles> {
   const names = (await readdir(dir)).filter((f) => f.endsWith('.sql')).sort();
@@ -115,26 +117,19 @@ async function migrationFiles(dir: string): Promise<MigrationFiles> {
   for (const name of names) {
     const text = await Bun.file(join(dir, name)).text();
     const checksum = sha256(text);
-    const former = textBeforeCommentEdits(name, text);
-    files.set(name, { text, checksum, accepted: former === undefined ? [checksum] : [checksum, sha256(former)] });
+    const edited = COMMENTS_EDITED[name];
+    const former = edited && sha256(statementsOf(text)) === edited.statements ? [edited.was] : [];
+    files.set(name, { text, checksum, accepted: [checksum, ...former] });
   }
   return files;
 }
 
-/** `text` with the comment lines EDITED_COMMENT_LINES lists for `name` put back; undefined when none are. */
-export function textBeforeCommentEdits(name: string, text: string): string | undefined {
-  const edits = EDITED_COMMENT_LINES[name];
-  if (!edits) return undefined;
-  const lines = text.split('\n');
-  const comment = (line: string | undefined) => line !== undefined && line.trimStart().startsWith('--');
-  for (const { line, was } of edits) {
-    if (!comment(lines[line - 1]) || !comment(was) || was.includes('\n'))
-      throw new MigrationError(
-        `Migration ${name}: line ${line} is listed as an edited comment, but it is not one (now or before).`,
-      );
-    lines[line - 1] = was;
-  }
-  return lines.join('\n');
+/** A migration's text without its whole comment lines (`--` first): what runs, as far as an edit goes. */
+export function statementsOf(text: string): string {
+  return text
+    .split('\n')
+    .filter((line) => !line.trimStart().startsWith('--'))
+    .join('\n');
 }
 
 /**

@@ -14,7 +14,7 @@
 -- .test.ts: "a bulk operation recorded while a write waits for a batch …").
 create function contact_write_lock(account uuid) returns boolean language plpgsql volatile as $$
 begin
-  -- The key is hashed from the uuid's canonical text, exactly as accountWriteLock of src/locks.ts.
+  -- The key is hashed from the uuid's canonical text, as account_bulk_lock (0007, 0018) hashes it.
   perform pg_advisory_xact_lock_shared(hashtextextended(account::text, 0));
   return not exists (select 1 from bulk_operations where account_id = account);
 end $$;

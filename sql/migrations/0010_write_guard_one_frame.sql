@@ -18,7 +18,7 @@ create function install_write_guard(citus boolean) returns void language plpgsql
 declare
   -- Takes the account's lock SHARED until the caller's transaction ends, then says whether still no
   -- bulk operation of the account is recorded. The key is hashed from the uuid's canonical text,
-  -- exactly as accountWriteLock of src/locks.ts.
+  -- as account_bulk_lock (0007, 0018) hashes it.
   -- The lock as an IF's simple expression, not PERFORM, which runs it as a query: 7,000 fewer
   -- instructions a call (valgrind, bench/findings/2026-11-27-write-guard-one-frame.md). The check stays a query of its own.
   plain text := $body$
