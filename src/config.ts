@@ -92,7 +92,7 @@ export const DEFAULT_APP_NAME = 'contact-service';
 /**
  * Above what one account drives on one API process (~9,000 GET/s on 2 cores, bench/README.md), so
  * that no ordinary client, test or bench meets them: they stop a runaway client from taking more
- * than about two replicas' worth of a scaled-out service. README "Rate limits".
+ * than about two replicas' worth of a scaled-out service. docs/rate-limits.md.
  */
 export const DEFAULT_RATE_LIMIT = { perSecond: 20_000, burst: 40_000 } as const;
 

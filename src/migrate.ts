@@ -11,9 +11,10 @@ export class MigrationError extends Error {}
 
 /**
  * Files whose comments were edited after they were applied (measurements cited by their finding's
- * file in bench/findings/, paths that moved: issue 55), each with the checksum that a database
- * migrated before the edit recorded (`was`) and the checksum of that former text's statements: the
- * text without its whole comment lines (`statements`, see statementsOf). A database refuses a file
+ * file in bench/findings/, paths and README sections that moved to docs/: issue 55), each with the
+ * checksum that a database migrated before the edit recorded (`was`) and the checksum of that
+ * former text's statements: the text without its whole comment lines (`statements`, see
+ * statementsOf). A database refuses a file
  * whose text changed since it was applied; `was` is accepted as well, but only while this file's
  * statements still hash to `statements`: a comment may change, a statement never (that takes a new
  * migration). The record is left as it is, so a replica of the former version, started beside this
@@ -24,6 +25,10 @@ const COMMENTS_EDITED: Readonly<Record<string, { was: string; statements: string
   '0003_contact_write_lock.sql': {
     was: 'da535be92cd0e27a3281489c8f3d88e724a3871f6886025c4c455e0f04392c7f',
     statements: '34a21da4e9e88dbed2ab5d2bd8d50b78d23ff5db5fe2e34d7ff719669cbbe80d',
+  },
+  '0007_citus.sql': {
+    was: '1974f37ed1b5427d1784d010fea0ab2538b35c13c6b68077f9232dea218084a0',
+    statements: 'ea51a6f48fb7088d96f47a5f020ff3df4066e64a43a228dab614c948a0315291',
   },
   '0008_contact_write_ok.sql': {
     was: '495a876b051a86e4e5c6be39168455936a34a72914b5a4ab024329f23deee412',
@@ -36,6 +41,18 @@ const COMMENTS_EDITED: Readonly<Record<string, { was: string; statements: string
   '0010_write_guard_one_frame.sql': {
     was: '8ee5ae1f3e9f9aa780636a78d8d1b1c63b7c7696eadc7aa9cad65ddebe3bf0e7',
     statements: '513c5057e9519ecf9e54d61e50268ddf28b8d730949962f3c5ac9df71d8b934c',
+  },
+  '0011_event_feed.sql': {
+    was: '980254309afb32489b68cb180b52147293a0b39bf8582ad177487e71c49fdce6',
+    statements: 'c588d56a2e3bf8cddafd2fd44ea52d46cf4b86b659c4da3677efd256d2a5e708',
+  },
+  '0013_contact_exports.sql': {
+    was: '87f68ba0d84b7f922983661fe89f4fd0a708c180738cb67e8b4e8b687a7ee2cd',
+    statements: '0405ef381f517a3632674ace2b10378b2bbaf245ceb4c6fd6c630c589f54b502',
+  },
+  '0014_rate_limits.sql': {
+    was: 'bd50588ea1c2a433c941dbe2318848053c3aa0743ea3700f9d5beb4b4d997e8a',
+    statements: '1766065e63f593b82482b4deed514f974a22a3009bae509de3b1ced5a894a0b8',
   },
   '0016_account_locks.sql': {
     was: 'a57589a9e98c10b8b37aad1155663ccf3bc674f6c191e34c01c9ef9511f75d5b',

@@ -83,9 +83,13 @@ test('a database migrated by another version of the service is refused, and noth
 const FORMER_REVISION = 'a7f2337';
 const EDITED = [
   '0003_contact_write_lock.sql',
+  '0007_citus.sql',
   '0008_contact_write_ok.sql',
   '0009_events_lz4.sql',
   '0010_write_guard_one_frame.sql',
+  '0011_event_feed.sql',
+  '0013_contact_exports.sql',
+  '0014_rate_limits.sql',
   '0016_account_locks.sql',
   '0017_account_node_fast_path.sql',
   '0018_static_write_checks.sql',

@@ -4,7 +4,7 @@
  *
  * 1. Every test file of test/ and bench/, at any depth, on one PostgreSQL; test/cluster/ excepted
  *    (its files need the cluster and say so).
- * 2. On an embedded Citus cluster, a coordinator and 2 workers (README "Scaling out"), again: the
+ * 2. On an embedded Citus cluster, a coordinator and 2 workers (docs/scaling-out.md), again: the
  *    files of test/, in any folder, whose name marks them as the contract's (contacts-*, brands*,
  *    suppression*, imports-*), the events' and webhooks' (event-*, webhook-*) or the caches' (its app
  *    connected to a worker: cache.test.ts), and every file of test/cluster/. Citus is built from

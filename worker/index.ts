@@ -219,7 +219,7 @@ for (const [name, w] of [
     log('warn', `${name} job failed`, { jobId: job?.id, attempts: job?.attemptsMade, ...errorFields(e) }),
   );
 }
-// A job's lock or key lost with Redis' data is expected (README "Reliability"): a warning with what
+// A job's lock or key lost with Redis' data is expected (docs/reliability.md): a warning with what
 // happens about it, not an error (worker/redis-loss.ts).
 importWorker.on(
   'error',

@@ -89,7 +89,7 @@ export async function runOnCitus(
       if (opts.steps.small) run.small = await runSmall(ctx, `${opts.runId} ${label}`, log);
       if (opts.steps.http) {
         const rows = opts.steps.a ? opts.fileA.rows : 0;
-        // Beside the API on the coordinator, one connected to each worker (README "Scaling out"):
+        // Beside the API on the coordinator, one connected to each worker (docs/scaling-out.md):
         // on the account's, its statements run where its shards are; on another, they pass through it.
         const workers = await citusWorkerUrls(infra.databaseUrl);
         const nodeApis = workers.map((databaseUrl, k) => ({ name: `api-on-worker-${k + 1}` as const, databaseUrl }));

@@ -1,4 +1,4 @@
--- Distribution on a Citus cluster (README "Scaling out"). On plain PostgreSQL this file only creates
+-- Distribution on a Citus cluster (docs/scaling-out.md). On plain PostgreSQL this file only creates
 -- the function; on a database with the citus extension it distributes the tables at once. The
 -- admin command `citus distribute` calls the same function for a database that was migrated on one
 -- PostgreSQL and got Citus later: tables with rows are distributed with their rows.

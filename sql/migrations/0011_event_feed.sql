@@ -1,5 +1,5 @@
 -- The way out for brand-subscribe events: the feed (GET /v1/events) and the webhook relay
--- (src/events, worker/events). README "Events and webhooks".
+-- (src/events, worker/events). docs/events-and-webhooks.md.
 --
 -- Why a position and not the id: an id is taken when a set is inserted, but the set becomes
 -- visible when its transaction commits, and transactions commit out of id order (a merge batch

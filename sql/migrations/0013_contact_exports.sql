@@ -1,4 +1,4 @@
--- Bulk contact exports (POST /v1/contact-exports; src/exports, worker/exports). README "Contact exports".
+-- Bulk contact exports (POST /v1/contact-exports; src/exports, worker/exports). docs/exports-and-erasure.md "Contact exports".
 -- No job queue: the row is the job. A worker claims a queued export, or one whose lease lapsed (its
 -- worker died), by a conditional update, renews the lease while it streams the file, and a taker of a
 -- lapsed lease starts the file again from scratch (the first run's half-written object is dropped).

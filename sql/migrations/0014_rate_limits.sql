@@ -1,4 +1,4 @@
--- Rate limits per account (src/ratelimit, README "Rate limits"): an account's own requests a second
+-- Rate limits per account (src/ratelimit, docs/rate-limits.md): an account's own requests a second
 -- and burst, both null for the API's defaults (RATE_LIMIT_PER_SECOND, RATE_LIMIT_BURST). Set by
 -- `admin account rate-limit`, which calls cache_changed(account, 'accounts') in the same
 -- transaction: the API reads them with the account's key row (src/auth/authenticate.ts), so every

@@ -1,6 +1,6 @@
 -- Advisory locks of an account's resources (src/db/locks.ts) taken where the account's shards are.
--- Advisory locks are per node: API replicas connected to different nodes of a Citus cluster (README
--- "Scaling out"), or an API and the admin CLI, would each take theirs on their own node and exclude
+-- Advisory locks are per node: API replicas connected to different nodes of a Citus cluster
+-- (docs/scaling-out.md), or an API and the admin CLI, would each take theirs on their own node and exclude
 -- nothing. Delegated on Citus (force_delegation, as contact_write_lock in 0007), a call of one of
 -- these alone in a statement runs on the node of the account's shards, in the caller's distributed
 -- transaction, and the lock is held there until that transaction ends or its session dies. On one

@@ -110,7 +110,7 @@ export interface Invalidation {
  *
  * A NOTIFY reaches only the listeners of the PostgreSQL server it was sent on, and on a Citus
  * cluster a change is made on whichever node its writer is connected to (the admin CLI, an API
- * replica's schema change): API replicas may connect to any node (README "Scaling out"). So once
+ * replica's schema change): API replicas may connect to any node (docs/scaling-out.md). So once
  * its own connection listens, the listener also listens on every other primary node of the
  * cluster (pg_dist_node), with the app's credentials, one connection each, and looks for nodes
  * added since every NODE_CHECK_MS. A node listener's (re)connect also runs `onReset`: whatever was

@@ -1,7 +1,7 @@
 import type { AnySql } from '../db';
 
 /**
- * What suspending an account stops (README "Admin CLI", account suspend): every API key of the
+ * What suspending an account stops (docs/admin-cli.md, account suspend): every API key of the
  * account, and everything it was given before or started before, wherever it is served or run —
  * download links, upload links, imports, exports, webhook deliveries. An account is suspended while
  * accounts.suspended_at is set (`account suspend` sets it, `account unsuspend` clears it, both with

@@ -49,7 +49,7 @@ function usage(): string {
     '  every row not added or updated and why (GET it with an imports:read key).',
     '- import cancel fails an import that is awaiting its upload or uploaded, freeing the account at once.',
     '- citus distribute distributes the tables of a database that got Citus after its migrations, with their',
-    '  rows (README "Scaling out"); refused while an import runs.',
+    '  rows (docs/scaling-out.md); refused while an import runs.',
     "- erasures lists the account's contact erasures (DELETE /v1/contacts/{emailMd5}, POST /v1/contact-erasures),",
     '  oldest first: emailMd5, key id and time, never the address; --email-md5 narrows it to one contact.',
     '',

@@ -14,8 +14,8 @@ const WHAT_GOES =
   'A later create of the address makes a new contact (201). Each erasure is recorded for the ' +
   'operator (account, emailMd5, key id, time; never the address: `bun run admin erasures`). 409 ' +
   '`operation_in_progress` with Retry-After while a bulk contact operation or a schema change of ' +
-  'the account runs, as for other single writes. README "Erasure" says where else an address can ' +
-  'remain and for how long.';
+  'the account runs, as for other single writes. docs/exports-and-erasure.md ("Erasure") says ' +
+  'where else an address can remain and for how long.';
 
 /** Erasure, the right to be forgotten: one contact by its path, or up to 1000 by their md5s. */
 export function contactErasureRoutes({ sql }: Deps) {

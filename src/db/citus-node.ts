@@ -2,7 +2,7 @@ import type { Sql } from './pool';
 
 /**
  * True when `sql` is connected to a worker node of a Citus cluster, rather than to its coordinator
- * or to a PostgreSQL without Citus. API replicas may connect to any node (README "Scaling out"); what
+ * or to a PostgreSQL without Citus. API replicas may connect to any node (docs/scaling-out.md); what
  * needs the coordinator (migrations, the worker process's staging DDL and its own locks) asks this.
  */
 export async function onCitusWorkerNode(sql: Sql): Promise<boolean> {

@@ -8,7 +8,7 @@ import type { AnySql } from './pool';
  *
  * Advisory locks are per node. The worker process's own (an import's run, its merges, the staging
  * pool) are taken where every worker process connects, the coordinator on Citus. The locks of an
- * account's resources that API replicas take (which may connect to any node, README "Scaling out")
+ * account's resources that API replicas take (which may connect to any node, docs/scaling-out.md)
  * go through `accountXactLock`, which takes them on the node of the account's shards.
  *
  * Not here: the account's contact-write lock, whose key (the account id alone, hashed) is taken only

@@ -67,7 +67,7 @@ function schemaOnly(value: unknown): unknown {
 
 const CSV = 'text/csv';
 
-/** The fields of a 429 (README "Rate limits"); admitted answers carry the two RateLimit ones too. */
+/** The fields of a 429 (docs/rate-limits.md); admitted answers carry the two RateLimit ones too. */
 const RATE_LIMIT_HEADERS: Json = {
   'Retry-After': {
     description: 'Whole seconds (at least 1) after which the same request is admitted.',

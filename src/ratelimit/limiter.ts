@@ -3,8 +3,8 @@ import { errorFields, log } from '../log';
 import type { RateLimitStore, Reservation } from './store';
 
 /**
- * Rate limits per account, shared by the account's keys and every API replica (issue 38; README
- * "Rate limits"), at the cost of a Map lookup for most requests.
+ * Rate limits per account, shared by the account's keys and every API replica (issue 38;
+ * docs/rate-limits.md), at the cost of a Map lookup for most requests.
  *
  * A Redis round trip per request costs the API about 8 µs of CPU pipelined at 64 connections and
  * 50 µs one at a time (measured with ioredis on Bun), against a budget of 20 µs. So each replica

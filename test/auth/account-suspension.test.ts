@@ -1,4 +1,4 @@
-// Suspension means suspended (issue 60, item 3; README "Admin CLI", "Suspended accounts"): what an
+// Suspension means suspended (issue 60, item 3; docs/admin-cli.md, "Suspended accounts"): what an
 // account was given or started before its suspension is refused or waits while it lasts, and works
 // again once it is unsuspended.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';

@@ -1,7 +1,7 @@
 /**
  * The locks of an account's resources (src/db/locks.ts, accountXactLock) exclude each other whatever
- * node their takers are connected to: API replicas may connect to any node of the cluster (README
- * "Scaling out"), and advisory locks are per node, so each is taken on the node of the account's
+ * node their takers are connected to: API replicas may connect to any node of the cluster
+ * (docs/scaling-out.md), and advisory locks are per node, so each is taken on the node of the account's
  * shards. Checked from every pair of nodes, for a few accounts (their shards on either worker).
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';

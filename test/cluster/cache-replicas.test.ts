@@ -1,6 +1,6 @@
 /**
  * Cache invalidation across API replicas on a Citus cluster: two API processes from the real entry
- * point, one connected to each worker (README "Scaling out"), each with its caches warm, and changes
+ * point, one connected to each worker (docs/scaling-out.md), each with its caches warm, and changes
  * made with the admin CLI connected to one node or another (a key revoked, an account suspended, an
  * attribute added: the API changes none of these). Every change must reach both APIs' answers
  * within a second, with nothing depending on a trigger firing where an API listens.

@@ -1,6 +1,6 @@
 /**
  * A prepared statement of one account run again and again on the node that holds the account's
- * shard, as an API replica connected to that worker runs it (README "Scaling out"), keeps its
+ * shard, as an API replica connected to that worker runs it (docs/scaling-out.md), keeps its
  * backend's memory flat. Citus 13.2.2 as released planned the shard query anew on every execution
  * and kept every plan, 33 KB each (src/embedded/citus.ts, reuseLocalPlans, fixes the build).
  */

@@ -1,5 +1,5 @@
 /**
- * The service connected to a Citus worker node (README "Scaling out"). API replicas may be: the
+ * The service connected to a Citus worker node (docs/scaling-out.md). API replicas may be: the
  * record of migrations and their DDL are the coordinator's, so `migrate` there applies nothing and
  * checks the coordinator's record instead, refusing clearly when it lacks a file of this version.
  * The worker process may not: it refuses to start, saying where to connect.

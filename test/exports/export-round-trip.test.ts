@@ -10,7 +10,7 @@
  *   the same emails and attributes, exactly (jsonb text).
  * A value the API refuses is refused with its pointer and takes no part. A list is kept to what fits
  * one cell (at most 255 characters joined) and a contact to 6 brands: a longer cell makes its row
- * malformed, the one exception the contract makes (README "Contact exports").
+ * malformed, the one exception the contract makes (docs/exports-and-erasure.md "Contact exports").
  */
 import { expect, test } from 'bun:test';
 import { gunzipSync } from 'node:zlib';

@@ -88,8 +88,8 @@ let apps = 0;
 
 /**
  * A node for an app or an API process to connect to: on a Citus cluster a worker, each call the
- * next one, so that the contract files run with the API off the coordinator, as README "Scaling
- * out" deploys it (the fixtures and checks stay on the coordinator, as the admin CLI does); on one
+ * next one, so that the contract files run with the API off the coordinator, as docs/scaling-out.md
+ * deploys it (the fixtures and checks stay on the coordinator, as the admin CLI does); on one
  * PostgreSQL the database's URL.
  */
 export function apiNodeUrl(db: TestDatabase): string {

@@ -1,5 +1,5 @@
 /**
- * Rate limits per account (issue 38; README "Rate limits"): two real API processes on one
+ * Rate limits per account (issue 38; docs/rate-limits.md): two real API processes on one
  * PostgreSQL and one Redis (a fault bed), the limit shared by both, the 429 and its fields, the
  * admin command reaching both replicas within a second, what is not counted, and Redis killed under
  * load. The tests run in order and share the bed.

@@ -62,7 +62,7 @@ export interface Relay {
 }
 
 /**
- * Pushes each account's feed to its webhook endpoints (README "Events and webhooks"), in every
+ * Pushes each account's feed to its webhook endpoints (docs/events-and-webhooks.md), in every
  * worker process. An endpoint is delivered by one process at a time, under a lease on its row: a
  * process that dies mid-delivery loses it after `leaseSeconds`, and whoever claims it next resends
  * the batch in flight unchanged (same webhook-id, same events, same body timestamp), since the

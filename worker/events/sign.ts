@@ -3,8 +3,7 @@ import { createHmac } from 'node:crypto';
 /**
  * The `webhook-signature` of a delivery, per the Standard Webhooks specification: `v1,` and the
  * base64 HMAC-SHA256 of `${id}.${timestamp}.${body}`, keyed with the secret's bytes (the base64
- * after `whsec_`). Receivers check it with the `standardwebhooks` package (README "Events and
- * webhooks").
+ * after `whsec_`). Receivers check it with the `standardwebhooks` package (docs/events-and-webhooks.md).
  *
  * @example
  * // The specification's own example:
