@@ -30,7 +30,10 @@ export function boundParams(first: number): Params & { values: unknown[] } {
     values,
     add(value, pgType) {
       values.push(boundValue(value, pgType));
-      return `$${first + values.length - 1}::${pgType}`;
+      const n = first + values.length - 1;
+      // jsonb goes as its JSON text: postgres.js would JSON.stringify a value it knows to be jsonb
+      // (prepared) but send a string as it is (unprepared); a text parameter reads the same in both.
+      return pgType === 'jsonb' ? `$${n}::text::jsonb` : `$${n}::${pgType}`;
     },
   };
 }
@@ -47,6 +50,8 @@ function boundValue(value: unknown, pgType: PgType): unknown {
       return listOf(value).map(numberText);
     case 'timestamptz':
       return instantText(value);
+    case 'jsonb':
+      return JSON.stringify(value);
     default:
       return value;
   }

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { derivedOf } from '../../src/contacts/email';
-import { boundParams, compileFilter, inlineParams } from '../../src/search/compile';
+import { boundParams, compileFilter, inlineParams, type PgType } from '../../src/search/compile';
 import { parseFilter, type FilterSchema } from '../../src/search/filter';
 import { createTestDatabase, type TestDatabase } from '../helpers/db';
 import { createAccount } from '../helpers/fixtures';
@@ -211,6 +211,38 @@ describe('compileFilter on PostgreSQL', () => {
     }
     expect(texts[0]).toContain('$2::text');
     expect(bound.values).toContain(TRICKY);
+  });
+
+  test('every parameter type reads the same bound (prepared or not) and inline', async () => {
+    // [value, type, the same value as PostgreSQL's own text of the type]
+    const samples: [unknown, PgType, string][] = [
+      [TRICKY, 'text', TRICKY],
+      [['a', 'b c'], 'text[]', '{a,"b c"}'],
+      [-1.5e-7, 'numeric', '-0.00000015'],
+      [[1, 2.5], 'numeric[]', '{1,2.5}'],
+      [{ k: [TRICKY, 1, true] }, 'jsonb', JSON.stringify({ k: [TRICKY, 1, true] })],
+      [TRICKY, 'jsonb', JSON.stringify(TRICKY)],
+      [B1.toUpperCase(), 'uuid', B1],
+      [[B1, B2], 'uuid[]', `{${B1},${B2}}`],
+      ['2026-01-02T05:04:05.1239+02:00', 'timestamptz', '2026-01-02T03:04:05.123Z'],
+      [false, 'boolean', 'false'],
+    ];
+    for (const [value, type, text] of samples) {
+      const bound = boundParams(2);
+      const placeholder = bound.add(value, type);
+      const inline = inlineParams().add(value, type);
+      const same = `select ${placeholder} = $1::text::${type} as bound, ${inline} = $1::text::${type} as inline`;
+      for (const prepare of [true, false]) {
+        const [row] = await db.sql.unsafe<{ bound: boolean; inline: boolean }[]>(
+          same,
+          [text, ...bound.values] as never[],
+          {
+            prepare,
+          },
+        );
+        expect({ type, ...row }).toEqual({ type, bound: true, inline: true });
+      }
+    }
   });
 
   test('Email eq and in are answered by the primary key', async () => {
