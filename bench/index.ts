@@ -1,11 +1,12 @@
 /**
  * `bun run bench [-- --rows N] [--duration S] [--connections C] [--strict] [--lean]
- *   [--steps l1,dba,a,b,http,export,mixed,events,suppression-check,profile,gzip,report,fair,small]
- *   [--shapes wide,narrow]
+ *   [--steps l1,dba,a,b,search,http,export,mixed,events,suppression-check,profile,gzip,report,fair,small]
+ *   [--shapes wide,narrow] [--search-runs N]
  *   [--flat-rows N] [--no-flat] [--citus] [--citus-workers N]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
  * L1, the dba step, import A and import B for each file shape (steps/shape-steps.ts; above 1M rows also
- * on the shapes' 1M files, steps/flat.ts), then the HTTP load (and, when asked for, profile, gzip, report and
+ * on the shapes' 1M files, steps/flat.ts), when asked for the search step after each shape's import B
+ * (steps/search.ts), then the HTTP load (and, when asked for, profile, gzip, report and
  * fair) on the wide shape, the mixed step and, when asked for, the events step (steps/events.ts) and
  * the suppression-check step (steps/suppression-check.ts), verifies
  * each after timing, prints the tables and writes bench/results/<timestamp>.json. With --citus, import A,
@@ -26,6 +27,7 @@ import { gzipFile, runGzipImport, type GzipRun } from './steps/gzip-import';
 import { type HttpOptions } from './steps/http';
 import { eventsTable, eventsTargets, runEvents, type EventsRun } from './steps/events';
 import { exportTable, exportTargets, runExportStep, type ExportRun } from './steps/export';
+import { runSearchStep, SEARCH_RUNS, searchTable, searchTargets, type SearchRun } from './steps/search';
 import { runMixed, type MixedRun } from './steps/mixed';
 import {
   runSuppressionCheck,
@@ -75,6 +77,7 @@ const STEPS = [
   'dba',
   'a',
   'b',
+  'search',
   'http',
   'export',
   'mixed',
@@ -87,7 +90,8 @@ const STEPS = [
   'small',
 ] as const;
 // Not `events`: at the default 25M rows it would add 45-50 minutes to a run of about three hours. Nor
-// `suppression-check`: its three lists of 10M records take ~7 GB and 200 s to load.
+// `suppression-check`: its three lists of 10M records take ~7 GB and 200 s to load. Nor `search`
+// (issue 56): 50 rounds of every filter's count, which may take seconds each at 25M rows.
 const DEFAULT_STEPS: Step[] = ['l1', 'dba', 'a', 'b', 'http', 'mixed'];
 type Step = (typeof STEPS)[number];
 
@@ -111,6 +115,8 @@ function parseArgs(argv: string[]) {
     lean: false,
     /** Citus workers of the cluster side (0: no cluster side) */
     citusWorkers: 0,
+    /** rounds of the search step's requests (steps/search.ts) */
+    searchRuns: SEARCH_RUNS,
   };
   for (let k = 0; k < argv.length; k++) {
     const flag = argv[k]!;
@@ -145,19 +151,22 @@ function parseArgs(argv: string[]) {
     else if (flag === '--flat-rows') opts.flatRows = num(1000);
     else if (flag === '--citus') opts.citusWorkers ||= 2;
     else if (flag === '--citus-workers') opts.citusWorkers = num(1);
+    else if (flag === '--search-runs') opts.searchRuns = num(1);
     else if (flag === '--steps') opts.steps = list(STEPS);
     else if (flag === '--shapes') opts.shapes = list(SHAPE_NAMES);
     else if (flag === '--help' || flag === '-h') {
       console.error(
         'usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--http-rounds R] [--connections C] ' +
           `[--samples K] [--poll-ms MS] [--steps ${STEPS.join(',')}] [--shapes ${SHAPE_NAMES.join(',')}] ` +
-          '[--flat-rows N] [--no-flat] [--strict] [--lean] [--citus] [--citus-workers N]',
+          '[--flat-rows N] [--no-flat] [--strict] [--lean] [--citus] [--citus-workers N] [--search-runs N]',
       );
       process.exit(2);
     } else throw new Error(`unknown flag ${flag} (see --help)`);
   }
   if (opts.steps.includes('b') && !opts.steps.includes('a'))
     throw new Error('step b updates the contacts of step a: add a');
+  if (opts.steps.includes('search') && !(opts.steps.includes('a') && opts.steps.includes('b')))
+    throw new Error('step search reads the contacts of imports A and B of each shape: add a,b');
   if (opts.steps.includes('export') && !(opts.steps.includes('a') && opts.shapes.includes('wide')))
     throw new Error("step export exports the contacts of step a's wide shape: add a (and the wide shape)");
   if (opts.citusWorkers && !['a', 'http', 'small'].some((s) => opts.steps.includes(s as Step)))
@@ -261,6 +270,7 @@ async function main(): Promise<number> {
     const single: DatabaseRun = { label: 'single node', http: [], shapes: shown };
     const steps = { a: has('a'), b: has('b') };
     const shapeImportOpts = { ...importOpts, samples: opts.samples, sampleCpu };
+    const searched: SearchRun[] = [];
     for (const run of has('a') ? runs : []) {
       // The wide shape's account is the run's (the HTTP step reads its contacts); another shape's its own.
       const own =
@@ -271,8 +281,23 @@ async function main(): Promise<number> {
       const storage = async () => {
         if (run.shape === 'wide' && opts.citusWorkers) single.storage = await contactStorage(infra.sql);
       };
-      await importSteps(ctx, run, own, steps, shapeImportOpts, runId, log, storage);
+      // The search step right after the shape's import B: the narrow shape's contacts go after it.
+      const search = !has('search')
+        ? undefined
+        : async () => {
+            const searchOpts = {
+              rows: run.files.a.rows,
+              runs: opts.searchRuns,
+              seconds: opts.duration,
+              warmupSeconds: opts.warmup,
+            };
+            searched.push(await runSearchStep(ctx, runId, run.shape, own, searchOpts, log));
+          };
+      await importSteps(ctx, run, own, steps, shapeImportOpts, runId, log, storage, search);
     }
+    // Each shape's search run, the wide shape's first (as the tables show the shapes).
+    searched.sort((x, y) => SHAPE_NAMES.indexOf(x.shape) - SHAPE_NAMES.indexOf(y.shape));
+    if (searched.length) result.search = searched;
     single.importA = wideRun?.importA;
     let gzipRun: GzipRun | undefined;
     if (fileGz) {
@@ -394,6 +419,7 @@ async function main(): Promise<number> {
       ...reportCostTargets(reportCost ?? []),
       ...(fair ? fairTargets(fair) : []),
       ...(mixed ? mixedTargets(mixed) : []),
+      ...searched.flatMap(searchTargets),
       ...(exported ? exportTargets(exported) : []),
       ...(events ? eventsTargets(events) : []),
       ...(suppressionCheck ? suppressionCheckTargets(suppressionCheck) : []),
@@ -419,6 +445,7 @@ async function main(): Promise<number> {
     if (reportCost) console.log(`${reportCostTable(reportCost)}\n`);
     if (fair) console.log(`${fairLine(fair)}\n`);
     if (profile) console.log(`read phase, component passes over file A: ${readProfileLine(profile)}\n`);
+    for (const s of searched) console.log(`${searchTable(s)}\n`);
     if (http.length) console.log(`${httpTable(http)}\n`);
     if (exported) console.log(`${exportTable(exported)}\n`);
     if (mixed) console.log(`${mixedTable(mixed)}\n`);
@@ -440,6 +467,9 @@ async function main(): Promise<number> {
       runs.some((r) => r.flat) && `the same for the ${sizeLabel(opts.flatRows)} files`,
       reportCost && 'report step: counts and contact totals per run, each report counted per reason or its 404',
       fair && `fair step: import A as import A, each small import's counts and contacts`,
+      searched.length &&
+        'search step: every count, first and later page against SQL of the step over the contacts, every ' +
+          "stats answer against a recount, the other account's GET answers",
       http.length && 'HTTP answers and end states',
       exported &&
         `export step: each file's rows against COUNT(*) and rowCount, its header, ${exported.samples} contacts ` +

@@ -93,6 +93,8 @@ export async function importSteps(
   log: (m: string) => void,
   /** called after the run's import A, before B (the cluster side compares the contacts' bytes then) */
   afterImportA?: () => Promise<void>,
+  /** called after the run's import B, before a narrow shape's contacts are dropped (the search step) */
+  afterImportB?: () => Promise<void>,
 ): Promise<void> {
   const shape = SHAPES[run.shape];
   if (run.flat && steps.a) {
@@ -108,6 +110,7 @@ export async function importSteps(
   if (steps.a) run.importA = await importA(ctx, account, run.files.a, opts, log);
   if (steps.a) await afterImportA?.();
   if (steps.b && run.files.b) run.importB = await importB(ctx, account, run.files.b, opts, log);
+  if (run.importB) await afterImportB?.();
   if (run.shape !== 'wide' && steps.a)
     log(`[bench] the contacts of import A and B${shape.suffix} ${await dropAccountContacts(ctx.sql, account.id)}`);
 }
