@@ -22,8 +22,8 @@ import { VENDORED_CITUS_SRC } from '../src/embedded/citus';
 import { startTestServices, testServicesEnv } from './helpers/services';
 
 const ROOT = resolve(import.meta.dir, '..');
-/** The names of the files whose every test runs on the cluster too (issue 36 added the events'). */
-const ON_CLUSTER_TOO = /^(contacts-|brands|suppression|imports-|event-|webhook-|cache\.test)/;
+/** The names of the files whose every test runs on the cluster too (issue 36 added the events', 56 the stats'). */
+const ON_CLUSTER_TOO = /^(contacts-|brands|suppression|imports-|event-|webhook-|cache\.test|contact-stats\.test)/;
 const CLUSTER_DIR = join(ROOT, 'test', 'cluster');
 
 /** Every *.test.ts under `dir` at any depth, as absolute paths (bun test reads them as files, not filters). */

@@ -43,6 +43,7 @@ import { sequenceEvents } from './events/sequencer';
 import { startRelay } from './events/relay';
 import { startExports } from './exports/loop';
 import { startStagingPool } from './import/staging-pool';
+import { compactBusyTallies } from '../src/search/stats';
 
 // A process in an unknown state must not keep taking jobs: log, exit, let the supervisor restart it.
 // BullMQ hands the job of a dead worker to another one once its lock lapses.
@@ -261,6 +262,9 @@ const exports = startExports(sql, storage, {
 });
 // On a Citus cluster, staging tables made ahead of the imports (worker/import/staging-pool.ts).
 const stagingPool = startStagingPool(sql, concurrency);
+// The contact tallies' delta rows summed, every 10 s, for accounts that are written and not read,
+// whose rows would otherwise grow without bound (src/search/stats.ts).
+const tallies = runLoop('contact tally compaction', 10_000, () => compactBusyTallies(sql));
 log('info', 'worker started', { concurrency, storage: storage.driver, staleReportFilesRemoved: staleReports.length });
 const metricsServer = serveMetrics(metrics.registry, { port: config.workerMetricsPort, hostname: config.host });
 if (metricsServer)
@@ -313,6 +317,7 @@ async function shutdown(signal: string) {
     eventHints.close(),
     exports.stop(),
     stagingPool.stop(),
+    tallies.stop(),
   ]);
   await metricsServer?.stop(true);
   await Promise.allSettled([sweepQueue.close(), importQueue.close()]);

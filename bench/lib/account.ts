@@ -73,7 +73,13 @@ export async function abandonOpenBenchImports(sql: Sql): Promise<number> {
  */
 export async function dropAccountContacts(sql: Sql, accountId: string): Promise<'truncated' | 'deleted'> {
   if (await truncateIfAlone(sql, accountId)) return 'truncated';
-  await sql`delete from contacts where account_id = ${accountId}`;
+  // Tallied here as a whole: the DELETE trigger would append a delta per contact
+  // (sql/migrations/0019_contact_tallies.sql).
+  await sql.begin(async (tx) => {
+    await tx.unsafe(`set local citus.propagate_set_commands to 'local'; set local contact_tallies.explicit to on`);
+    await tx`delete from contacts where account_id = ${accountId}`;
+    await tx`delete from contact_tallies where account_id = ${accountId}`;
+  });
   await sql`delete from brand_subscribe_events where account_id = ${accountId}`;
   await sql.unsafe('vacuum (analyze) contacts');
   // CHECKPOINT needs a superuser (or pg_checkpoint) on a configured database: without, the run goes on.
@@ -82,7 +88,8 @@ export async function dropAccountContacts(sql: Sql, accountId: string): Promise<
 }
 
 /**
- * Truncates contacts and brand_subscribe_events when no other account has a row in either, under a
+ * Truncates contacts and brand_subscribe_events (and the tallies counting them) when no other account
+ * has a row in either, under a
  * lock that keeps other writers out between the look and the truncate. Both primary keys lead with
  * account_id, so each look is an index probe on either side of the account, whatever the table size.
  */
@@ -95,7 +102,7 @@ async function truncateIfAlone(sql: Sql, accountId: string): Promise<boolean> {
           or exists (select 1 from brand_subscribe_events where account_id < ${accountId}::uuid)
           or exists (select 1 from brand_subscribe_events where account_id > ${accountId}::uuid) as others`;
     if (r?.others !== false) return false;
-    await tx`truncate contacts, brand_subscribe_events`;
+    await tx`truncate contacts, brand_subscribe_events, contact_tallies`;
     return true;
   }) as Promise<boolean>;
 }

@@ -6,7 +6,7 @@
 -- batch is a plain INSERT … SELECT: no probe per row, no plan of the batch. A fresh account takes
 -- this path for every batch; a file that overlaps existing contacts does not.
 --
--- Two statements (split at the `-- name:` lines by worker/import/merge/sql-files.ts), each naming the
+-- Three statements (split at the `-- name:` lines by worker/import/merge/sql-files.ts), each naming the
 -- account on every table so that on a Citus cluster it runs whole on the node of the account's
 -- shards. advance.sql then moves the checkpoint.
 --
@@ -37,3 +37,15 @@ cross join lateral unnest(r.brand_ids) as x(id)
 where r.account_id = $1::uuid and r.seq > $2::int8 and r.seq <= $3::int8
 group by r.account_id, x.id
 returning cardinality(email_md5s) as n;
+
+-- name: tally
+-- The batch's contacts in the account's tallies (sql/migrations/0019_contact_tallies.sql): each is
+-- a contact, an enabled one, and counts once for each of its brands. Each row unnests into
+-- [totals, brands…] (the null id is the totals row), one set-returning call per row.
+-- $1 account id   $2 last seq of the part already merged   $3 last seq of this batch
+insert into contact_tallies (account_id, brand_id, contacts, enabled)
+select r.account_id, x.id, count(*), count(*) filter (where x.id is null)
+from :"merge_table" r
+cross join lateral unnest(array[null::uuid] || r.brand_ids) as x(id)
+where r.account_id = $1::uuid and r.seq > $2::int8 and r.seq <= $3::int8
+group by r.account_id, x.id;

@@ -4,8 +4,8 @@
 -- import's checkpoint and counters in the same transaction, so the writes, the events and the
 -- checkpoint commit together: a batch is applied exactly once however often the worker dies.
 --
--- `decide` decides every row once, against the contacts as they are; `counts`, `skips`, `write` and
--- `events` read what it decided as :"plan_table". worker/import/merge/sql-files.ts splits the file
+-- `decide` decides every row once, against the contacts as they are; `counts`, `skips`, `write`,
+-- `events` and `tally` read what it decided as :"plan_table". worker/import/merge/sql-files.ts splits the file
 -- at the `-- name:` lines and puts the sections together in one of two ways:
 -- - on one PostgreSQL, as ONE statement: `decide` a materialized CTE named plan, the writes CTEs
 --   reading it, `counts` the main query. Nothing is written twice: a plan table cost each row an
@@ -55,7 +55,13 @@ select o.account_id, o.seq, o.row_no, o.email_md5, o.email,
          when 'update' then coalesce(o.lacked_brand_ids, '{}')
          else '{}'
        end as assigned_brand_ids,
-       o.reason as skip_reason, o.outcome
+       o.reason as skip_reason, o.outcome,
+       -- What an update takes from the tallies (`tally`): the brands it drops (only a replaced set
+       -- drops any; null when none), and whether it enables a disabled contact.
+       case when o.outcome = 'update' and not o.old_brand_ids <@ o.new_brand_ids then
+         array(select x.id from unnest(o.old_brand_ids) as x(id) where x.id <> all (o.new_brand_ids))
+       end as dropped_brand_ids,
+       o.outcome = 'update' and not o.enabled as reenabled
 from (
 select m.*, coalesce(m.skip_reason, 'unchanged') as reason,
   case
@@ -193,6 +199,31 @@ where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8 and car
 group by p.account_id, x.id
 returning cardinality(email_md5s) as n;
 
+-- name: tally
+-- The batch's deltas of the account's contact tallies (sql/migrations/0019_contact_tallies.sql),
+-- one row per brand id and one for the totals: an add counts as a contact, an enabled one, and once
+-- for each of its brands; an update as an enabled contact when it re-enables one, +1 for each brand
+-- it assigns and -1 for each it drops. The batch's transaction set contact_tallies.explicit, so the
+-- UPDATE trigger on contacts leaves these updates to this statement. Each row of the plan unnests
+-- into [totals, assigned…, dropped…], told apart by position (one set-returning call per row).
+-- $1 account id   $2 last seq of the part already merged   $3 last seq of this batch
+insert into contact_tallies (account_id, brand_id, contacts, enabled)
+select d.account_id, d.brand_id, d.contacts, d.enabled
+from (
+  select p.account_id, x.id as brand_id,
+         sum(case when x.n = 1 then (p.outcome = 'add')::int
+                  when x.n <= 1 + cardinality(p.assigned_brand_ids) then 1
+                  else -1 end) as contacts,
+         count(*) filter (where x.n = 1 and (p.outcome = 'add' or p.reenabled)) as enabled
+  from :"plan_table" p
+  cross join lateral unnest(array[null::uuid] || p.assigned_brand_ids || coalesce(p.dropped_brand_ids, '{}'))
+    with ordinality as x(id, n)
+  where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8
+    and (p.outcome = 'add' or p.reenabled or cardinality(p.assigned_brand_ids) > 0 or p.dropped_brand_ids is not null)
+  group by p.account_id, x.id
+) d
+where d.contacts <> 0 or d.enabled <> 0;
+
 -- name: counts
 -- The batch's counts. On a cluster it runs right after `decide`, and the statements after it run
 -- only when there is something for them to do. `rows` is how many staged rows the plan read: fewer
@@ -202,7 +233,9 @@ select count(*)::int8 as rows,
        (count(*) filter (where outcome = 'add'))::int8 as added,
        (count(*) filter (where outcome = 'update'))::int8 as updated,
        (count(*) filter (where outcome = 'skip'))::int8 as skipped,
-       (count(*) filter (where cardinality(assigned_brand_ids) > 0))::int8 as assigning
+       (count(*) filter (where cardinality(assigned_brand_ids) > 0))::int8 as assigning,
+       (count(*) filter (where outcome = 'add' or reenabled or cardinality(assigned_brand_ids) > 0
+                           or dropped_brand_ids is not null))::int8 as tallying
 from :"plan_table" p
 where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8;
 

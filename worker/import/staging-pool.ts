@@ -42,7 +42,7 @@ import {
  * import holds is brought to this layout when a worker of this version runs the import (toLayout):
  * an import is not handed back to an older worker after that, as in any upgrade that goes forward.
  */
-export const LAYOUT = 2; // 2: the rows table's attributes as text (staging.ts rowsTableDdl)
+export const LAYOUT = 3; // 3: the plan tables' tally columns (staging.ts planTableDdl)
 
 /** Every table of a set with the DDL that makes it (each `if not exists`), in the order they are made. */
 function setDdl(t: StagingTables): [table: string, ddl: string][] {
@@ -111,7 +111,7 @@ export async function stagingFor(sql: Sql, job: { id: string; accountId: string 
 /**
  * A set held over an upgrade (its import begun by an older worker, resumed by this one) brought to
  * this LAYOUT, rows kept. Free sets of another layout are dropped instead (tendPool). Layout 1's
- * rows table held the attributes as jsonb.
+ * rows table held the attributes as jsonb; layouts 1 and 2's plan tables lacked the tally columns.
  */
 async function toLayout(sql: AnySql, id: string): Promise<void> {
   const { rows } = stagingTables(id);
@@ -120,6 +120,9 @@ async function toLayout(sql: AnySql, id: string): Promise<void> {
     where attrelid = to_regclass(${rows}) and attname = 'attributes' and not attisdropped`;
   if (column?.type === 'jsonb')
     await sql.unsafe(`alter table ${rows} alter column attributes type text using attributes::text`);
+  for (const { plan } of stagingTables(id).parts)
+    await sql.unsafe(`alter table ${plan} add column if not exists dropped_brand_ids uuid[],
+                        add column if not exists reenabled boolean not null default false`);
   await sql`update staging_sets set layout = ${LAYOUT} where id = ${id}::uuid`;
 }
 

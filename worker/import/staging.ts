@@ -239,6 +239,8 @@ export function planTableDdl(table: string): string {
       assigned_brand_ids uuid[] not null,
       skip_reason    text   not null,
       outcome        text   not null,
+      dropped_brand_ids uuid[],
+      reenabled      boolean not null default false,
       primary key (account_id, seq)
     ) ${STAGING_STORAGE}`;
 }

@@ -153,9 +153,15 @@ async function mergeRange(
   if (!probe!.contacts && !seeds) {
     const { insert } = statements;
     const added = (await run(insert.insert, [...range, job.id, job.method])).count;
+    if (added > 0) await run(insert.tally, range);
     return { rows: added, added, updated: 0, skipped: 0, events: await events(insert.events), planned: false };
   }
-  type Counts = Omit<BatchCounts, 'events'> & { assigning: number; written?: number; events?: number };
+  type Counts = Omit<BatchCounts, 'events'> & {
+    assigning: number;
+    tallying: number;
+    written?: number;
+    events?: number;
+  };
   const count = (got: Counts) => ({
     rows: Number(got.rows),
     added: Number(got.added),
@@ -178,6 +184,7 @@ async function mergeRange(
     if (m.recordSkips && counts.skipped > 0) await run(split.skips, range);
     written = counts.added + counts.updated > 0 ? (await run(split.write, [...range, job.id, job.method])).count : 0;
     published = Number(got!.assigning) > 0 ? await events(split.events) : 0;
+    if (Number(got!.tallying) > 0) await run(split.tally, range);
     await run(split.clear, range);
   }
   if (written !== counts.added + counts.updated) {
@@ -186,6 +193,17 @@ async function mergeRange(
     );
   }
   return { ...counts, events: published, planned: split !== undefined };
+}
+
+/**
+ * The batch's transaction tallies its own writes of contacts (merge-batch.sql and insert-batch.sql,
+ * `tally`): the UPDATE trigger on contacts, which would count its updates again at 20-30 µs a row,
+ * stays quiet while contact_tallies.explicit is on (sql/migrations/0019_contact_tallies.sql). On a
+ * Citus cluster the trigger runs on the account's node, where the SET reaches only with
+ * citus.propagate_set_commands 'local' (on one PostgreSQL that setting is an unused name).
+ */
+async function tallyExplicitly(tx: Tx): Promise<void> {
+  await tx.unsafe(`set local citus.propagate_set_commands to 'local'; set local contact_tallies.explicit to on`);
 }
 
 async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {
@@ -203,6 +221,7 @@ async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {
     // contact of the account once per batch. The probes come in email_md5 order (seq follows it),
     // so they walk the index leaf by leaf.
     await batchHoldsAccount(tx, job.accountId);
+    await tallyExplicitly(tx);
     await tx`
       select pg_advisory_xact_lock(${mergeBatchLock(tx, job.id, lo)}),
              set_config('jit', 'off', true), set_config('synchronous_commit', 'off', true),

@@ -9,6 +9,8 @@ export interface SplitMerge {
   skips: string;
   write: string;
   events: string;
+  /** the batch's deltas of the contact tallies */
+  tally: string;
   clear: string;
 }
 
@@ -20,7 +22,7 @@ export interface PartStatements {
    */
   merge: { fused: string; split?: undefined } | { split: SplitMerge; fused?: undefined };
   /** the fast path of a batch whose key range holds no contact and no seed: all adds (insert-batch.sql) */
-  insert: { insert: string; events: string };
+  insert: { insert: string; events: string; tally: string };
   /** whether the batch's key range meets contacts, and seeds, of the account (batch-clash.sql) */
   clash: string;
 }
@@ -59,14 +61,15 @@ export const fusedParams = (
 ) => [...range, ...decideParams(job, seeds), job.id, job.method];
 
 const PLAN_COLUMNS =
-  'account_id, seq, row_no, email_md5, email, attributes, brand_ids, assigned_brand_ids, skip_reason, outcome';
+  'account_id, seq, row_no, email_md5, email, attributes, brand_ids, assigned_brand_ids, skip_reason, outcome, ' +
+  'dropped_brand_ids, reenabled';
 
 /** The batch statements for one part of an import's merge table. */
 export async function partStatements(tables: PartTables, form: MergeForm): Promise<PartStatements> {
-  const names = ['decide', 'counts', 'skips', 'write', 'events', 'clear'];
-  const insert = await sections('insert-batch.sql', tables, ['insert', 'events']);
+  const names = ['decide', 'counts', 'skips', 'write', 'events', 'tally', 'clear'];
+  const insert = await sections('insert-batch.sql', tables, ['insert', 'events', 'tally']);
   const common = {
-    insert: { insert: insert.insert!, events: insert.events! },
+    insert: { insert: insert.insert!, events: insert.events!, tally: insert.tally! },
     clash: await statement('batch-clash.sql', tables),
   };
   if (form.distributed) {
@@ -77,6 +80,7 @@ export async function partStatements(tables: PartTables, form: MergeForm): Promi
       skips: s.skips!,
       write: s.write!,
       events: s.events!,
+      tally: s.tally!,
       clear: s.clear!,
     };
     return { merge: { split }, ...common };
@@ -89,11 +93,12 @@ export async function partStatements(tables: PartTables, form: MergeForm): Promi
     form.recordSkips && `skipped as (\n${s.skips!}\n)`,
     `written as (\n${own(s.write!)}\nreturning 1\n)`,
     form.publishEvents && `published as (\n${own(s.events!)}\n)`,
+    `tallied as (\n${s.tally!}\n)`,
   ].filter(Boolean);
   const events = form.publishEvents ? '(select coalesce(sum(n), 0) from published)' : '0';
   const fused = `with ${ctes.join(',\n')}
-select tally.*, (select count(*) from written)::int8 as written, ${events}::int8 as events
-from (\n${s.counts!}\n) tally`;
+select batch.*, (select count(*) from written)::int8 as written, ${events}::int8 as events
+from (\n${s.counts!}\n) batch`;
   return { merge: { fused }, ...common };
 }
 
