@@ -60,6 +60,11 @@ export interface Config {
   /** Days a contact export's file is kept after it completed; the sweep removes it then. */
   readonly exportRetentionDays: number;
   /**
+   * Milliseconds a contact search or count may run in the database before it is cancelled there and
+   * answered 504 (src/search/run.ts).
+   */
+  readonly searchTimeoutMs: number;
+  /**
    * Webhook endpoints may point at loopback, private and link-local addresses. Off by default; on
    * for the embedded default (no DATABASE_URL), where the receiver is on the developer's machine.
    */
@@ -186,6 +191,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     rejectedRowsRetentionDays: int(env, 'REJECTED_ROWS_RETENTION_DAYS', 30, 1, 3650),
     eventRetentionDays: int(env, 'EVENT_RETENTION_DAYS', 7, 1, 3650),
     exportRetentionDays: int(env, 'EXPORT_RETENTION_DAYS', 7, 1, 3650),
+    searchTimeoutMs: int(env, 'SEARCH_TIMEOUT_MS', 10_000, 100, 600_000),
     webhookAllowPrivateUrls: bool(env, 'WEBHOOK_ALLOW_PRIVATE_URLS', nonEmpty(env, 'DATABASE_URL') === undefined),
     rateLimits: bool(env, 'RATE_LIMITS', true),
     rateLimitPerSecond: int(env, 'RATE_LIMIT_PER_SECOND', DEFAULT_RATE_LIMIT.perSecond, 1, 10_000_000),

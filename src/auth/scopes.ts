@@ -24,6 +24,8 @@ export function requiredScope(method: string, path: string): Scope | undefined {
   const read = method === 'GET' || method === 'HEAD';
   if (path === '/v1/contact-schema') return 'contacts:read';
   if (path === '/v1/contact-exports' || path.startsWith('/v1/contact-exports/')) return 'contacts:read';
+  if (path === '/v1/contact-searches' || path === '/v1/contact-counts' || path === '/v1/contact-stats')
+    return 'contacts:read';
   if (path.startsWith('/v1/contacts/') || path === '/v1/contacts') return read ? 'contacts:read' : 'contacts:write';
   if (path === '/v1/contact-erasures') return 'contacts:write';
   if (path.startsWith('/v1/contact-imports')) return read ? 'imports:read' : 'imports:write';

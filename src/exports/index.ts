@@ -15,7 +15,7 @@ import {
   ExportListQuery,
   MAX_FILTER_BRANDS,
 } from './model';
-import { checkFilterShape, createExport, getExport, listExports } from './service';
+import { createExport, getExport, listExports, readExportFilter } from './service';
 
 const EXTENSION = 'An extension beyond the contract. ';
 
@@ -51,7 +51,7 @@ export function contactExportRoutes(deps: Deps) {
         // Elysia's normaliser drops unknown fields silently; a typo must be a 400 instead.
         transform: ({ body }) => {
           assertBodyShape(body, { allowed: CREATE_FIELDS, objects: ['filter'] }, true);
-          checkFilterShape((body as { filter?: unknown } | undefined)?.filter);
+          readExportFilter((body as { filter?: unknown } | undefined)?.filter);
         },
         response: { 202: ContactExport, ...errorResponses(400, 409) },
         detail: {
@@ -66,6 +66,7 @@ export function contactExportRoutes(deps: Deps) {
             '`\\;`; an absent value an empty cell), so it imports back. 400 `invalid_request_error` with ' +
             'pointer `/columns/<index>` for an unknown or repeated column, `/columns` without Email, ' +
             `\`/filter/brandIds\` for a brand id that is not the account's (at most ${MAX_FILTER_BRANDS}), ` +
+            'the search’s own pointers under `/filter` for a filter of the search language, ' +
             '`/compression` for another value than none or gzip. One export of an account runs at a time: ' +
             'another while one is queued or exporting is 409 `operation_in_progress` with `Retry-After`.',
         },

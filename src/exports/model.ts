@@ -5,28 +5,35 @@ import { listOf, pageParams } from '../http/pagination';
 export const MAX_FILTER_BRANDS = 100;
 
 export const CREATE_FIELDS = ['columns', 'filter', 'compression'] as const;
-export const FILTER_FIELDS = ['brandIds', 'enabled'] as const;
+export const SHORTHAND_FIELDS = ['brandIds', 'enabled'] as const;
 
 const Compression = t.Union([t.Literal('none'), t.Literal('gzip')], {
   error: 'compression must be none or gzip.',
 });
 
-const Filter = t.Object({
+/** The export's own filter, from before the search language: still taken, and shown as it was sent. */
+const ShorthandFilter = t.Object({
   brandIds: t.Optional(
-    t.Array(t.String({ format: 'uuid', error: 'Each brandIds entry must be a UUID.' }), {
+    t.Array(t.String({ format: 'uuid' }), {
       minItems: 1,
       maxItems: MAX_FILTER_BRANDS,
-      error: `filter.brandIds must be an array of 1 to ${MAX_FILTER_BRANDS} brand ids.`,
       description: 'Only contacts with at least one of these brands (ids of the account, deleted brands included).',
     }),
   ),
-  enabled: t.Optional(
-    t.Boolean({
-      error: 'filter.enabled must be true or false.',
-      default: undefined,
-      description: 'Only enabled (true) or only disabled (false) contacts.',
-    }),
-  ),
+  enabled: t.Optional(t.Boolean({ description: 'Only enabled (true) or only disabled (false) contacts.' })),
+});
+
+/**
+ * `filter`: the shorthand above, or a filter of the search language (docs/searching.md). Validated
+ * by the service (service.ts readExportFilter), which tells the two apart by their keys; to the
+ * framework any JSON.
+ */
+const ExportFilter = t.Any({
+  anyOf: [ShorthandFilter, { $ref: '#/components/schemas/ContactFilter' }],
+  description:
+    'Either `{brandIds?, enabled?}` (contacts with at least one of the brands, and/or only enabled or only ' +
+    'disabled ones) or a contact filter as POST /v1/contact-searches takes it: the export holds exactly the ' +
+    'contacts that search would give. Shown as sent.',
 });
 
 export const CreateExportBody = t.Object({
@@ -39,7 +46,7 @@ export const CreateExportBody = t.Object({
         'included.',
     }),
   ),
-  filter: t.Optional(Filter),
+  filter: t.Optional(ExportFilter),
   compression: t.Optional(Compression),
 });
 export type CreateExportInput = typeof CreateExportBody.static;
@@ -48,7 +55,7 @@ export const ContactExport = t.Object({
   id: t.String({ format: 'uuid' }),
   status: t.Union([t.Literal('queued'), t.Literal('exporting'), t.Literal('success'), t.Literal('failed')]),
   columns: t.Array(t.String(), { description: "The file's header: the columns as the schema names them." }),
-  filter: Filter,
+  filter: ExportFilter,
   compression: t.Union([t.Literal('none'), t.Literal('gzip')]),
   rowCount: t.Optional(t.Integer({ minimum: 0, description: 'Rows of the file (the header aside); on success.' })),
   percentComplete: t.Optional(t.Integer({ minimum: 0, maximum: 100, description: 'Present only while exporting.' })),

@@ -3,7 +3,8 @@ import { invalidField, notFound, operationInProgress, pointer } from '../errors'
 import { pageOf, pagination } from '../http/pagination';
 import { getSchema } from '../schema/service';
 import type { DownloadLinks } from './download';
-import { FILTER_FIELDS, type CreateExportInput } from './model';
+import { MAX_FILTER_BRANDS, SHORTHAND_FIELDS, type CreateExportInput } from './model';
+import { resolveFilter } from '../search/service';
 import { exportRetryAfterSeconds, type OpenExport } from './retry-after';
 import { EXPORT_COLUMNS, toExport, type ExportRow } from './view';
 
@@ -35,18 +36,61 @@ export async function exportColumns(sql: Sql, accountId: string, given: readonly
   return columns;
 }
 
-/** Request-shape checks Elysia's normaliser would let through: unknown filter fields. */
-export function checkFilterShape(filter: unknown): void {
-  if (filter === undefined) return;
-  for (const key of Object.keys(filter as object)) {
-    if (!(FILTER_FIELDS as readonly string[]).includes(key))
-      throw invalidField(pointer('filter', key), `Unknown field filter.${key}. Accepted: ${FILTER_FIELDS.join(', ')}.`);
+/** Keys that only a filter of the search language has: a filter with one of them is one. */
+const SEARCH_KEYS = ['and', 'or', 'not', 'createdAt', 'attribute', 'op', 'value'];
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** What an export keeps of its `filter`: the shorthand's fields, or a search filter as sent. */
+export interface ExportFilterInput {
+  brandIds: string[] | null;
+  enabled: boolean | null;
+  search: unknown;
+}
+
+/**
+ * The body's `filter`, told apart by its keys: a search filter (docs/searching.md), checked by
+ * the search's own rules in createExport, or the shorthand `{brandIds?, enabled?}`, checked here. A
+ * filter of the shorthand's keys alone (`{"enabled": false}`) means the same either way.
+ */
+export function readExportFilter(filter: unknown): ExportFilterInput {
+  const none: ExportFilterInput = { brandIds: null, enabled: null, search: undefined };
+  if (filter === undefined) return none;
+  const keys = Object.keys(filter as object);
+  if (keys.some((k) => SEARCH_KEYS.includes(k))) return { ...none, search: filter };
+  const shorthand = filter as { brandIds?: unknown; enabled?: unknown };
+  for (const key of keys)
+    if (!(SHORTHAND_FIELDS as readonly string[]).includes(key))
+      throw invalidField(
+        pointer('filter', key),
+        `Unknown field filter.${key}. Accepted: ${SHORTHAND_FIELDS.join(', ')}, or a filter of the search language.`,
+      );
+  const { brandIds, enabled } = shorthand;
+  if (brandIds !== undefined) {
+    if (!Array.isArray(brandIds) || brandIds.length < 1 || brandIds.length > MAX_FILTER_BRANDS)
+      throw invalidField(
+        '/filter/brandIds',
+        `filter.brandIds must be an array of 1 to ${MAX_FILTER_BRANDS} brand ids.`,
+      );
+    brandIds.forEach((id, i) => {
+      if (typeof id !== 'string' || !UUID.test(id))
+        throw invalidField(pointer('filter', 'brandIds', i), 'Each brandIds entry must be a UUID.');
+    });
   }
+  if (enabled !== undefined && typeof enabled !== 'boolean')
+    throw invalidField('/filter/enabled', 'filter.enabled must be true or false.');
+  return {
+    brandIds: brandIds ? [...new Set((brandIds as string[]).map((id) => id.toLowerCase()))] : null,
+    enabled: (enabled as boolean | undefined) ?? null,
+    search: undefined,
+  };
 }
 
 export async function createExport(sql: Sql, links: DownloadLinks, accountId: string, body: CreateExportInput) {
   const columns = await exportColumns(sql, accountId, body.columns);
-  const brandIds = body.filter?.brandIds ? [...new Set(body.filter.brandIds.map((id) => id.toLowerCase()))] : null;
+  const { brandIds, enabled, search } = readExportFilter(body.filter);
+  // The search's own checks: the schema's attributes, operators and values, and its Brand ids.
+  if (search !== undefined) await resolveFilter(sql, accountId, search);
   if (brandIds) {
     // Deleted brands count: contacts keep their ids, and a filter may ask for them.
     const found = await sql<{ id: string }[]>`
@@ -55,12 +99,11 @@ export async function createExport(sql: Sql, links: DownloadLinks, accountId: st
     const missing = brandIds.find((id) => !known.has(id));
     if (missing) throw invalidField('/filter/brandIds', `Brand ${missing} is not a brand of this account.`);
   }
-  const enabled = body.filter?.enabled ?? null;
   try {
     const [row] = await sql<ExportRow[]>`
-      insert into contact_exports (account_id, status, columns, brand_ids, enabled, compression)
+      insert into contact_exports (account_id, status, columns, brand_ids, enabled, search_filter, compression)
       values (${accountId}, 'queued', ${sql.array(columns)}, ${brandIds && sql.array(brandIds)}::uuid[], ${enabled},
-        ${body.compression ?? 'none'})
+        ${search === undefined ? null : sql.json(search as never)}, ${body.compression ?? 'none'})
       returning ${sql.unsafe(EXPORT_COLUMNS)}`;
     return toExport(row!, links);
   } catch (e) {

@@ -9,6 +9,8 @@ export interface ExportRow {
   columns: string[];
   brand_ids: string[] | null;
   enabled: boolean | null;
+  /** A filter of the search language, as sent (null: none, or the brand_ids/enabled shorthand) */
+  search_filter: unknown;
   compression: 'none' | 'gzip';
   rows_expected: string | number | null;
   rows_written: string | number;
@@ -20,8 +22,8 @@ export interface ExportRow {
   completed_at: Date | null;
 }
 
-export const EXPORT_COLUMNS = `account_id, id, status, columns, brand_ids, enabled, compression, rows_expected,
-  rows_written, row_count, failure_reason, object_key, file_expires_at, created_at, completed_at`;
+export const EXPORT_COLUMNS = `account_id, id, status, columns, brand_ids, enabled, search_filter, compression,
+  rows_expected, rows_written, row_count, failure_reason, object_key, file_expires_at, created_at, completed_at`;
 
 /** How far an exporting run is, from the rows written and the rows counted beside it (99 at most until done). */
 export function percentOf(row: Pick<ExportRow, 'rows_expected' | 'rows_written'>): number {
@@ -50,7 +52,7 @@ export async function toExport(row: ExportRow, links: DownloadLinks, now = Date.
     id: row.id,
     status: row.status,
     columns: row.columns,
-    filter: {
+    filter: row.search_filter ?? {
       ...(row.brand_ids !== null && { brandIds: row.brand_ids }),
       ...(row.enabled !== null && { enabled: row.enabled }),
     },

@@ -35,8 +35,9 @@ const PAGE = `<!doctype html>
 /**
  * GET /docs (the reference UI, its assets from swagger-ui-dist under /docs/assets/) and GET /docs/json
  * (the OpenAPI document the swagger plugin builds from the routes, finished by finishOpenApi).
+ * `schemas` are the document's named schemas, which routes refer to by `$ref`.
  */
-export function docsRoutes(publicUrl: string) {
+export function docsRoutes(publicUrl: string, schemas: Record<string, unknown> = {}) {
   return new Elysia({ name: 'docs' })
     .mapResponse(({ path, response }) => {
       if (path === '/docs') return new Response(PAGE, { headers: { 'content-type': 'text/html; charset=utf-8' } });
@@ -55,6 +56,8 @@ export function docsRoutes(publicUrl: string) {
               'Errors are RFC 9457 problem details.',
           },
           components: {
+            // Schemas the routes name by $ref (a recursive one cannot be written inline).
+            schemas,
             securitySchemes: {
               bearer: { type: 'http', scheme: 'bearer', description: 'ck_<id>_<secret> keys issued by the admin CLI' },
             },

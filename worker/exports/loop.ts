@@ -58,7 +58,7 @@ export async function runNextExport(
         attempts = attempts + 1, started_at = now(), rows_written = 0, rows_expected = null
       where account_id = ${account_id} and id = ${id}
         and (status = 'queued' or (status = 'exporting' and lease_until < now()))
-      returning account_id, id, columns, brand_ids::text[] as brand_ids, enabled, compression, attempts,
+      returning account_id, id, columns, brand_ids::text[] as brand_ids, enabled, search_filter, compression, attempts,
         object_key, upload_id`;
     if (!claimed) continue;
     if (claimed.attempts > 1) log('info', 'contact export taken up again', { exportId: id, attempt: claimed.attempts });

@@ -4,7 +4,8 @@ import { isSuspended } from '../../src/auth/suspension';
 import { type Sql, isConnectionGone } from '../../src/db';
 import { exportObjectKey } from '../../src/exports/download';
 import { EXPORT_LEASE_SECONDS } from '../../src/exports/retry-after';
-import { getSchema } from '../../src/schema/service';
+import { customAttributes, getSchema } from '../../src/schema/service';
+import { parseFilter } from '../../src/search/filter';
 import type { ObjectStore } from '../../src/storage/store';
 import { copyRows } from './copy-rows';
 import { countRows } from './count';
@@ -32,6 +33,8 @@ export interface ClaimedExport {
   columns: string[];
   brand_ids: string[] | null;
   enabled: boolean | null;
+  /** A filter of the search language as the request sent it, or null */
+  search_filter: unknown;
   compression: 'none' | 'gzip';
   attempts: number;
   object_key: string | null;
@@ -90,7 +93,7 @@ export async function runExport(deps: ExportRunDeps, claimed: ClaimedExport): Pr
   let suspended = false;
   try {
     await held(sql`object_key = ${key}, upload_id = null`);
-    const filter = { brandIds: claimed.brand_ids, enabled: claimed.enabled };
+    const filter = await exportFilterOf(sql, claimed);
     const { columns, statement } = await exportStatement(sql, accountId, claimed.columns, filter);
     copy = await copyRows(sql, statement, deps.apiBusy && { apiBusy: deps.apiBusy });
     const running = copy;
@@ -191,6 +194,19 @@ async function putBack({ sql, token, log }: ExportRunDeps, claimed: ClaimedExpor
     exportId: claimed.id,
   });
   return 'suspended';
+}
+
+/**
+ * The export's filter as its COPY applies it. A search filter was checked when the export was made;
+ * it is parsed again against the schema as it is now, which only ever grows (attributes are never
+ * removed), so it reads the same.
+ */
+async function exportFilterOf(sql: Sql, claimed: ClaimedExport): Promise<ExportFilter> {
+  const search =
+    claimed.search_filter === null || claimed.search_filter === undefined
+      ? null
+      : parseFilter(claimed.search_filter, { custom: await customAttributes(sql, claimed.account_id) });
+  return { brandIds: claimed.brand_ids, enabled: claimed.enabled, search };
 }
 
 /**

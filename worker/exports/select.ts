@@ -1,5 +1,7 @@
 import type { AttributeType } from '../../src/schema/service';
 import { MAX_CELL } from '../../src/schema/values';
+import { compileFilter, inlineParams } from '../../src/search/compile';
+import type { FilterNode } from '../../src/search/filter-types';
 
 /** A column of the file: its schema name and type (Email and Brand are the predefined ones). */
 export interface ExportColumn {
@@ -10,6 +12,8 @@ export interface ExportColumn {
 export interface ExportFilter {
   brandIds: readonly string[] | null;
   enabled: boolean | null;
+  /** A filter of the search language, parsed against the account's schema (src/search/filter.ts) */
+  search?: FilterNode | null;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -62,6 +66,8 @@ export function whereClause(accountId: string, filter: ExportFilter): string {
   let where = `c.account_id = '${accountId}'`;
   if (filter.brandIds) where += ` and c.brand_ids && ${uuids(filter.brandIds)}`;
   if (filter.enabled !== null) where += ` and c.enabled = ${filter.enabled ? 'true' : 'false'}`;
+  // The search's own SQL, its values as literals made of hex digits (COPY takes no parameters).
+  if (filter.search) where += ` and (${compileFilter(filter.search, inlineParams())})`;
   return where;
 }
 

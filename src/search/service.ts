@@ -1,0 +1,109 @@
+import type { Sql, Tx } from '../db';
+import { invalidField } from '../errors';
+import { schemaOf, toContact, type ContactRow } from '../contacts/store';
+import { md5ToUuid, uuidToMd5 } from '../contacts/email';
+import type { ContactBody } from '../contacts/model';
+import { boundParams, compileFilter } from './compile';
+import { filterDigest, formatSearchCursor, parseSearchCursor } from './cursor';
+import { brandIdsOf, filterKey, parseFilter } from './filter';
+import type { FilterNode } from './filter-types';
+import { withSearchTimeout } from './run';
+import type { AttributeSchema } from '../contacts/attributes';
+
+/** A request's filter, parsed against the account's schema and brands. */
+export interface ResolvedFilter {
+  node: FilterNode | undefined;
+  schema: AttributeSchema;
+}
+
+/**
+ * The filter of a search, count or export request: parsed against the account's schema (400 at the
+ * node at fault), and every Brand id it names checked to be a brand of the account, deleted ones
+ * included (contacts keep a deleted brand's id, and a filter may ask for them), as the export's
+ * `brandIds` shorthand checks them.
+ */
+export async function resolveFilter(
+  sql: Sql,
+  accountId: string,
+  raw: unknown,
+  at = '/filter',
+): Promise<ResolvedFilter> {
+  const schema = await schemaOf(sql, accountId);
+  if (raw === undefined) return { node: undefined, schema };
+  const node = parseFilter(raw, { custom: schema.custom }, at);
+  const named = brandIdsOf(node);
+  if (named.length) {
+    const ids = [...new Set(named.map((b) => b.id))];
+    const rows = await sql<{ id: string }[]>`
+      select id from brands where account_id = ${accountId} and id = any(${sql.array(ids)}::uuid[])`;
+    const known = new Set(rows.map((r) => r.id));
+    const missing = named.find((b) => !known.has(b.id));
+    if (missing) throw invalidField(missing.at, `Brand ${missing.id} is not a brand of this account.`);
+  }
+  return { node, schema };
+}
+
+export interface SearchRequest {
+  filter?: unknown;
+  pageSize?: number;
+  cursor?: unknown;
+}
+
+export interface SearchPage {
+  data: ContactBody[];
+  next: string | null;
+}
+
+export const DEFAULT_PAGE_SIZE = 100;
+
+/** The columns GET /v1/contacts/{emailMd5} reads (contactColumns), as text for a composed statement. */
+const COLUMNS = 'c.email_md5, c.email, c.attributes, c.brand_ids, c.enabled, c.created_at';
+
+/**
+ * POST /v1/contact-searches: one page of the account's contacts that pass the filter, by emailMd5
+ * ascending. Keyset, never OFFSET: `email_md5 > after` in the primary key's order, so page 10,000
+ * reads what page 1 reads. One row more than the page is read to know whether `next` is due.
+ */
+export async function searchContacts(
+  sql: Sql,
+  timeoutMs: number,
+  accountId: string,
+  body: SearchRequest,
+): Promise<SearchPage> {
+  const { node, schema } = await resolveFilter(sql, accountId, body.filter);
+  const digest = filterDigest(filterKey(node));
+  const cursor = body.cursor === undefined ? undefined : parseSearchCursor(body.cursor, digest);
+  const pageSize = body.pageSize ?? DEFAULT_PAGE_SIZE;
+  const p = boundParams(cursor ? 4 : 3);
+  const where = node ? compileFilter(node, p) : 'true';
+  const text = `
+    select ${COLUMNS} from contacts c
+    where c.account_id = $1::uuid ${cursor ? 'and c.email_md5 > $3::uuid' : ''} and (${where})
+    order by c.email_md5
+    limit $2::int`;
+  const args = [accountId, pageSize + 1, ...(cursor ? [md5ToUuid(cursor.after)] : []), ...p.values];
+  const rows = await withSearchTimeout(sql, timeoutMs, (tx: Tx) => tx.unsafe<ContactRow[]>(text, args as never[]));
+  const more = rows.length > pageSize;
+  const page = more ? rows.slice(0, pageSize) : rows;
+  return {
+    data: page.map((row) => toContact(row, schema)),
+    next: more ? formatSearchCursor({ after: uuidToMd5(page.at(-1)!.email_md5), filter: digest }) : null,
+  };
+}
+
+/** POST /v1/contact-counts: how many of the account's contacts pass the filter, exactly. */
+export async function countContacts(
+  sql: Sql,
+  timeoutMs: number,
+  accountId: string,
+  body: { filter?: unknown },
+): Promise<{ count: number }> {
+  const { node } = await resolveFilter(sql, accountId, body.filter);
+  const p = boundParams(2);
+  const where = node ? compileFilter(node, p) : 'true';
+  const text = `select count(*)::bigint as n from contacts c where c.account_id = $1::uuid and (${where})`;
+  const [row] = await withSearchTimeout(sql, timeoutMs, (tx: Tx) =>
+    tx.unsafe<{ n: string }[]>(text, [accountId, ...p.values] as never[]),
+  );
+  return { count: Number(row!.n) };
+}
