@@ -27,6 +27,8 @@ import { importRoutes } from './imports';
 import { eventRoutes } from './events';
 import { webhookEndpointRoutes } from './webhooks';
 import { contactExportRoutes } from './exports';
+import { contactSearchRoutes } from './search';
+import { CONTACT_FILTER_SCHEMA } from './search/filter-schema';
 
 /** Builds the whole HTTP app from the feature modules. Tests call `app.handle(new Request(…))`. */
 export function buildApp(deps: Deps) {
@@ -128,7 +130,7 @@ export function buildApp(deps: Deps) {
       }
       return errorResponse(error, request, instance, code);
     })
-    .use(docsRoutes(config.publicUrl))
+    .use(docsRoutes(config.publicUrl, { ContactFilter: CONTACT_FILTER_SCHEMA }))
     .use(healthRoutes(deps))
     .use(schemaRoutes(deps))
     .use(brandRoutes(deps))
@@ -138,7 +140,8 @@ export function buildApp(deps: Deps) {
     .use(importRoutes(deps))
     .use(eventRoutes(deps))
     .use(webhookEndpointRoutes(deps))
-    .use(contactExportRoutes(deps));
+    .use(contactExportRoutes(deps))
+    .use(contactSearchRoutes(deps));
 }
 
 export type App = ReturnType<typeof buildApp>;

@@ -534,7 +534,7 @@ export interface paths {
     put?: never;
     /**
      * Export contacts to a CSV file
-     * @description An extension beyond the contract. Needs the scope `contacts:read`. Queues an export of the contacts matching `filter` (every field optional) to one UTF-8 CSV file, gzip-compressed if asked; GET the export until `status` is `success`, then fetch `downloadUrl`. The file is one consistent snapshot of the account as the export starts: a header row of the columns as the schema names them, then one row per contact, each value as an import reads it (lists and Brand ids joined with `;`, a literal `;` written `\;`; an absent value an empty cell), so it imports back. 400 `invalid_request_error` with pointer `/columns/<index>` for an unknown or repeated column, `/columns` without Email, `/filter/brandIds` for a brand id that is not the account's (at most 100), `/compression` for another value than none or gzip. One export of an account runs at a time: another while one is queued or exporting is 409 `operation_in_progress` with `Retry-After`.
+     * @description An extension beyond the contract. Needs the scope `contacts:read`. Queues an export of the contacts matching `filter` (every field optional) to one UTF-8 CSV file, gzip-compressed if asked; GET the export until `status` is `success`, then fetch `downloadUrl`. The file is one consistent snapshot of the account as the export starts: a header row of the columns as the schema names them, then one row per contact, each value as an import reads it (lists and Brand ids joined with `;`, a literal `;` written `\;`; an absent value an empty cell), so it imports back. 400 `invalid_request_error` with pointer `/columns/<index>` for an unknown or repeated column, `/columns` without Email, `/filter/brandIds` for a brand id that is not the account's (at most 100), the search’s own pointers under `/filter` for a filter of the search language, `/compression` for another value than none or gzip. One export of an account runs at a time: another while one is queued or exporting is 409 `operation_in_progress` with `Retry-After`.
      */
     post: operations['postV1Contact-exports'];
     delete?: never;
@@ -563,10 +563,111 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/v1/contact-searches': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Search contacts by filter
+     * @description An extension beyond the contract. Needs the scope `contacts:read`. One page of the contacts that pass `filter`, by emailMd5 ascending; `next` continues the same search (keyset: every page costs what the first does). 400 `invalid_request_error` with the pointer of the filter node at fault (`/filter/and/2/op` for an operator the attribute's type does not take, `/filter/and/2/attribute` for an unknown attribute, `/filter/and/2/value` for a value of the wrong type, a Brand id that is not the account’s included, `/filter` for a filter over 5 levels deep or over 50 leaves). 400 with pointer `/cursor` for a cursor that is not one of this search’s (another filter, none included) or is malformed. 504 when the statement runs past SEARCH_TIMEOUT_MS: it is cancelled in the database.
+     */
+    post: operations['postV1Contact-searches'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/contact-counts': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Count contacts by filter
+     * @description An extension beyond the contract. Needs the scope `contacts:read`. How many contacts pass `filter`, exactly. 400 `invalid_request_error` with the pointer of the filter node at fault (`/filter/and/2/op` for an operator the attribute's type does not take, `/filter/and/2/attribute` for an unknown attribute, `/filter/and/2/value` for a value of the wrong type, a Brand id that is not the account’s included, `/filter` for a filter over 5 levels deep or over 50 leaves). 504 when the statement runs past SEARCH_TIMEOUT_MS: it is cancelled in the database.
+     */
+    post: operations['postV1Contact-counts'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/v1/contact-stats': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * The account's contact tallies
+     * @description An extension beyond the contract. Needs the scope `contacts:read`. Contacts in all, enabled and disabled, and per brand of the account: exact and live (every write is counted by the next request).
+     */
+    get: operations['getV1Contact-stats'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
 }
 export type webhooks = Record<string, never>;
 export interface components {
-  schemas: never;
+  schemas: {
+    /** @description A contact filter (docs/searching.md). Exactly one form per object; at most 5 levels deep and 50 leaves in all. */
+    ContactFilter:
+      | {
+          and: components['schemas']['ContactFilter'][];
+        }
+      | {
+          or: components['schemas']['ContactFilter'][];
+        }
+      | {
+          not: components['schemas']['ContactFilter'];
+        }
+      | {
+          enabled: boolean;
+        }
+      | {
+          createdAt: {
+            /** Format: date-time */
+            gte?: string;
+            /** Format: date-time */
+            lt?: string;
+          };
+        }
+      | {
+          attribute: string;
+          /** @enum {string} */
+          op:
+            | 'exists'
+            | 'eq'
+            | 'ne'
+            | 'in'
+            | 'prefix'
+            | 'gt'
+            | 'gte'
+            | 'lt'
+            | 'lte'
+            | 'domain'
+            | 'contains'
+            | 'containsAny';
+          value?: string | number | boolean | (string | number | boolean)[];
+        };
+  };
   responses: never;
   parameters: never;
   requestBodies: never;
@@ -7961,12 +8062,15 @@ export interface operations {
               status: 'queued' | 'exporting' | 'success' | 'failed';
               /** @description The file's header: the columns as the schema names them. */
               columns: string[];
-              filter: {
-                /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
-                brandIds?: string[];
-                /** @description Only enabled (true) or only disabled (false) contacts. */
-                enabled?: boolean;
-              };
+              /** @description Either `{brandIds?, enabled?}` (contacts with at least one of the brands, and/or only enabled or only disabled ones) or a contact filter as POST /v1/contact-searches takes it: the export holds exactly the contacts that search would give. Shown as sent. */
+              filter:
+                | {
+                    /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
+                    brandIds?: string[];
+                    /** @description Only enabled (true) or only disabled (false) contacts. */
+                    enabled?: boolean;
+                  }
+                | components['schemas']['ContactFilter'];
               compression: 'none' | 'gzip';
               /** @description Rows of the file (the header aside); on success. */
               rowCount?: string | number;
@@ -8180,12 +8284,15 @@ export interface operations {
         'application/json': {
           /** @description Attribute names of GET /v1/contact-schema (case-insensitive), each once, Email among them; derived sub-attributes (`name:md5`) are not columns. Default: every attribute in schema order, Email and Brand included. */
           columns?: string[];
-          filter?: {
-            /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
-            brandIds?: string[];
-            /** @description Only enabled (true) or only disabled (false) contacts. */
-            enabled?: boolean;
-          };
+          /** @description Either `{brandIds?, enabled?}` (contacts with at least one of the brands, and/or only enabled or only disabled ones) or a contact filter as POST /v1/contact-searches takes it: the export holds exactly the contacts that search would give. Shown as sent. */
+          filter?:
+            | {
+                /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
+                brandIds?: string[];
+                /** @description Only enabled (true) or only disabled (false) contacts. */
+                enabled?: boolean;
+              }
+            | components['schemas']['ContactFilter'];
           compression?: 'none' | 'gzip';
         };
       };
@@ -8203,12 +8310,15 @@ export interface operations {
             status: 'queued' | 'exporting' | 'success' | 'failed';
             /** @description The file's header: the columns as the schema names them. */
             columns: string[];
-            filter: {
-              /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
-              brandIds?: string[];
-              /** @description Only enabled (true) or only disabled (false) contacts. */
-              enabled?: boolean;
-            };
+            /** @description Either `{brandIds?, enabled?}` (contacts with at least one of the brands, and/or only enabled or only disabled ones) or a contact filter as POST /v1/contact-searches takes it: the export holds exactly the contacts that search would give. Shown as sent. */
+            filter:
+              | {
+                  /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
+                  brandIds?: string[];
+                  /** @description Only enabled (true) or only disabled (false) contacts. */
+                  enabled?: boolean;
+                }
+              | components['schemas']['ContactFilter'];
             compression: 'none' | 'gzip';
             /** @description Rows of the file (the header aside); on success. */
             rowCount?: string | number;
@@ -8456,12 +8566,15 @@ export interface operations {
             status: 'queued' | 'exporting' | 'success' | 'failed';
             /** @description The file's header: the columns as the schema names them. */
             columns: string[];
-            filter: {
-              /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
-              brandIds?: string[];
-              /** @description Only enabled (true) or only disabled (false) contacts. */
-              enabled?: boolean;
-            };
+            /** @description Either `{brandIds?, enabled?}` (contacts with at least one of the brands, and/or only enabled or only disabled ones) or a contact filter as POST /v1/contact-searches takes it: the export holds exactly the contacts that search would give. Shown as sent. */
+            filter:
+              | {
+                  /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
+                  brandIds?: string[];
+                  /** @description Only enabled (true) or only disabled (false) contacts. */
+                  enabled?: boolean;
+                }
+              | components['schemas']['ContactFilter'];
             compression: 'none' | 'gzip';
             /** @description Rows of the file (the header aside); on success. */
             rowCount?: string | number;
@@ -8584,6 +8697,650 @@ export interface operations {
       };
       /** @description Not found (not_found_error) */
       404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Unexpected error (api_error) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+    };
+  };
+  'postV1Contact-searches': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': {
+          /** @description Only contacts that pass it; every contact of the account without it. */
+          filter?: components['schemas']['ContactFilter'];
+          /** @description 1 to 1000; default 100. */
+          pageSize?: string | number;
+          /** @description A `next` of an earlier page of the same search (the same filter), unchanged. */
+          cursor?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** @description Contacts as GET /v1/contacts/{emailMd5} gives them, by emailMd5 ascending. */
+            data: {
+              /** @description The contact’s email address, as first sent. */
+              email: string;
+              /** @description md5(lower(email)). */
+              emailMd5: string;
+              /** @description Schema attribute name → typed value; absent when unanswered. Email-type attributes also give read-only name:md5, name:sha256, name:sha512 and name:domain. */
+              attributes: {
+                [key: string]: string | number | boolean | string[];
+              };
+              /** @description May include ids of brands that have since been deleted. */
+              brandIds: string[];
+              enabled: boolean;
+              /**
+               * Format: date-time
+               * @description When the contact was first added.
+               */
+              createdAt: string;
+            }[];
+            /** @description Send it back as `cursor`, with the same filter, for the next page; null after the last. */
+            next: string | null;
+          };
+        };
+      };
+      /** @description Invalid request (invalid_request_error) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Missing or invalid API key (authentication_error) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description The key lacks the scope (permission_error) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Unexpected error (api_error) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description RFC 9457 problem details (application/problem+json) */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+    };
+  };
+  'postV1Contact-counts': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': {
+          /** @description Only contacts that pass it; every contact of the account without it. */
+          filter?: components['schemas']['ContactFilter'];
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** @description Exact. */
+            count: string | number;
+          };
+        };
+      };
+      /** @description Invalid request (invalid_request_error) */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Missing or invalid API key (authentication_error) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description The key lacks the scope (permission_error) */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description An extension beyond the contract: the account's requests are over its rate limit (rate_limit_error); nothing was done. Send again after Retry-After. */
+      429: {
+        headers: {
+          /** @description Whole seconds (at least 1) after which the same request is admitted. */
+          'Retry-After'?: number;
+          /** @description The account's limit, as draft-ietf-httpapi-ratelimit-headers-10 defines the field: `"account";q=<burst>;w=<seconds the bucket takes to refill>`. */
+          'RateLimit-Policy'?: string;
+          /** @description What remains: `"account";r=0;t=<seconds>` on a 429 (t as Retry-After). */
+          RateLimit?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description Unexpected error (api_error) */
+      500: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description RFC 9457 problem details (application/problem+json) */
+      504: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+    };
+  };
+  'getV1Contact-stats': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            total: string | number;
+            enabled: string | number;
+            disabled: string | number;
+            /** @description Every brand of the account (not deleted ones), by name, each with its contacts (0 included). */
+            brands: {
+              /** Format: uuid */
+              brandId: string;
+              /** @description Contacts that carry the brand, enabled or not. */
+              count: string | number;
+            }[];
+          };
+        };
+      };
+      /** @description Missing or invalid API key (authentication_error) */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/problem+json': {
+            /** Format: uri */
+            type: string;
+            status: string | number;
+            title: string;
+            detail: string;
+            /** @enum {string} */
+            code:
+              | 'invalid_request_error'
+              | 'authentication_error'
+              | 'permission_error'
+              | 'not_found_error'
+              | 'contact_exists'
+              | 'operation_in_progress'
+              | 'conflict_error'
+              | 'rate_limit_error'
+              | 'api_error';
+            instance?: string;
+            errors?: {
+              detail: string;
+              pointer?: string;
+              parameter?: string;
+            }[];
+          };
+        };
+      };
+      /** @description The key lacks the scope (permission_error) */
+      403: {
         headers: {
           [name: string]: unknown;
         };

@@ -157,6 +157,9 @@ describe('the OpenAPI document (GET /docs/json)', () => {
       'GET /v1/contact-exports',
       'POST /v1/contact-exports',
       'GET /v1/contact-exports/{id}',
+      'POST /v1/contact-searches',
+      'POST /v1/contact-counts',
+      'GET /v1/contact-stats',
     ]);
   });
 
