@@ -28,7 +28,10 @@
  * are set against a run of the commit before search (the closing note of issue 56).
  */
 import type { Result } from 'autocannon';
-import type { Sql } from '../../src/db';
+import type { Sql, Tx } from '../../src/db';
+import { boundParams, compileFilter } from '../../src/search/compile';
+import { withSearchTimeout } from '../../src/search/run';
+import { resolveFilter } from '../../src/search/service';
 import { createBenchAccount, type BenchAccount } from '../lib/account';
 import { contactPool } from '../lib/baseline';
 import { md5Hex } from '../lib/dataset';
@@ -326,6 +329,11 @@ export interface FilterRun {
   count: Timing;
   /** the count's p95 target (ms): by `matches` */
   countTargetMs: number;
+  /**
+   * Where a target was missed: EXPLAIN (ANALYZE, BUFFERS) of the API's statement (the first page's,
+   * the count's), compiled by src/search as the API compiles it, run once after the timed rounds.
+   */
+  plans?: { page?: string; count?: string };
 }
 
 export interface LoadSpan extends Figures {
@@ -549,6 +557,17 @@ export async function runSearchStep(
       );
     const verifySeconds = (performance.now() - v0) / 1000;
     log(`${tag} every answer verified in ${verifySeconds.toFixed(1)} s`);
+    for (const f of filters) {
+      const page = Math.max(f.first.p95, f.later?.p95 ?? 0) > SEARCH_TARGETS.pageP95Ms;
+      const count = f.count.p95 > f.countTargetMs;
+      if (!page && !count) continue;
+      f.plans = {
+        ...(page && { page: await explain(ctx.sql, account.id, f.filter, 'page') }),
+        ...(count && { count: await explain(ctx.sql, account.id, f.filter, 'count') }),
+      };
+      for (const [kind, plan] of Object.entries(f.plans))
+        log(`${tag} ${f.name}: the ${kind} statement missed its target; its plan:\n${plan}`);
+    }
 
     // Another account's GETs: idle, during rounds of the same requests, idle again.
     const other = await createBenchAccount(ctx.sql, `${runId} search load${shape.suffix}`);
@@ -605,6 +624,27 @@ async function dropLoadContacts(sql: Sql, accountId: string): Promise<void> {
     await tx`delete from contacts where account_id = ${accountId}`;
     await tx`delete from contact_tallies where account_id = ${accountId}`;
   });
+}
+
+/**
+ * EXPLAIN (ANALYZE, BUFFERS) of the API's statement for a filter: its first page (pageSize 100, so a
+ * limit of 101) or its count, the filter compiled by src/search as the API does and run as it runs
+ * (withSearchTimeout: its transaction, JIT off), the statement's text as src/search/service.ts writes it.
+ */
+async function explain(sql: Sql, accountId: string, filter: Filter, kind: 'page' | 'count'): Promise<string> {
+  const { node } = await resolveFilter(sql, accountId, filter);
+  const p = boundParams(kind === 'page' ? 3 : 2);
+  const where = node ? compileFilter(node, p) : 'true';
+  const text =
+    kind === 'page'
+      ? `select c.email_md5, c.email, c.attributes, c.brand_ids, c.enabled, c.created_at from contacts c
+         where c.account_id = $1::uuid and (${where}) order by c.email_md5 limit $2::int`
+      : `select count(*)::bigint as n from contacts c where c.account_id = $1::uuid and (${where})`;
+  const args = kind === 'page' ? [accountId, PAGE_SIZE + 1, ...p.values] : [accountId, ...p.values];
+  const rows = await withSearchTimeout(sql, 600_000, (tx: Tx) =>
+    tx.unsafe<{ 'QUERY PLAN': string }[]>(`explain (analyze, buffers) ${text}`, args as never[]),
+  );
+  return rows.map((r) => r['QUERY PLAN']).join('\n');
 }
 
 async function sqlCount(sql: Sql, accountId: string, check: SqlCheck): Promise<number> {
