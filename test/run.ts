@@ -23,7 +23,8 @@ import { startTestServices, testServicesEnv } from './helpers/services';
 
 const ROOT = resolve(import.meta.dir, '..');
 /** The names of the files whose every test runs on the cluster too (issue 36 added the events', 56 the stats'). */
-const ON_CLUSTER_TOO = /^(contacts-|brands|suppression|imports-|event-|webhook-|cache\.test|contact-stats\.test)/;
+const ON_CLUSTER_TOO =
+  /^(contacts-|brands|suppression|imports-|event-|webhook-|cache\.test|contact-stats\.test|search-(api|property)\.)/;
 const CLUSTER_DIR = join(ROOT, 'test', 'cluster');
 
 /** Every *.test.ts under `dir` at any depth, as absolute paths (bun test reads them as files, not filters). */
