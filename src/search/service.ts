@@ -3,11 +3,11 @@ import { invalidField } from '../errors';
 import { schemaOf, toContact, type ContactRow } from '../contacts/store';
 import { md5ToUuid, uuidToMd5 } from '../contacts/email';
 import type { ContactBody } from '../contacts/model';
-import { boundParams, compileFilter } from './compile';
 import { filterDigest, formatSearchCursor, parseSearchCursor } from './cursor';
 import { brandIdsOf, filterKey, parseFilter } from './filter';
 import type { FilterNode } from './filter-types';
 import { withSearchTimeout } from './run';
+import { countStatement, pageStatement } from './statements';
 import type { AttributeSchema } from '../contacts/attributes';
 
 /** A request's filter, parsed against the account's schema and brands. */
@@ -56,9 +56,6 @@ export interface SearchPage {
 
 export const DEFAULT_PAGE_SIZE = 100;
 
-/** The columns GET /v1/contacts/{emailMd5} reads (contactColumns), as text for a composed statement. */
-const COLUMNS = 'c.email_md5, c.email, c.attributes, c.brand_ids, c.enabled, c.created_at';
-
 /**
  * POST /v1/contact-searches: one page of the account's contacts that pass the filter, by emailMd5
  * ascending. Keyset, never OFFSET: `email_md5 > after` in the primary key's order, so page 10,000
@@ -74,14 +71,7 @@ export async function searchContacts(
   const digest = filterDigest(filterKey(node));
   const cursor = body.cursor === undefined ? undefined : parseSearchCursor(body.cursor, digest);
   const pageSize = body.pageSize ?? DEFAULT_PAGE_SIZE;
-  const p = boundParams(cursor ? 4 : 3);
-  const where = node ? compileFilter(node, p) : 'true';
-  const text = `
-    select ${COLUMNS} from contacts c
-    where c.account_id = $1::uuid ${cursor ? 'and c.email_md5 > $3::uuid' : ''} and (${where})
-    order by c.email_md5
-    limit $2::int`;
-  const args = [accountId, pageSize + 1, ...(cursor ? [md5ToUuid(cursor.after)] : []), ...p.values];
+  const { text, args } = pageStatement(accountId, node, cursor && md5ToUuid(cursor.after), pageSize + 1);
   const rows = await withSearchTimeout(sql, timeoutMs, (tx: Tx) => tx.unsafe<ContactRow[]>(text, args as never[]));
   const more = rows.length > pageSize;
   const page = more ? rows.slice(0, pageSize) : rows;
@@ -99,11 +89,7 @@ export async function countContacts(
   body: { filter?: unknown },
 ): Promise<{ count: number }> {
   const { node } = await resolveFilter(sql, accountId, body.filter);
-  const p = boundParams(2);
-  const where = node ? compileFilter(node, p) : 'true';
-  const text = `select count(*)::bigint as n from contacts c where c.account_id = $1::uuid and (${where})`;
-  const [row] = await withSearchTimeout(sql, timeoutMs, (tx: Tx) =>
-    tx.unsafe<{ n: string }[]>(text, [accountId, ...p.values] as never[]),
-  );
+  const { text, args } = countStatement(accountId, node);
+  const [row] = await withSearchTimeout(sql, timeoutMs, (tx: Tx) => tx.unsafe<{ n: string }[]>(text, args as never[]));
   return { count: Number(row!.n) };
 }
