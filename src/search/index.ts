@@ -3,7 +3,7 @@ import type { Deps } from '../deps';
 import { authOf } from '../http/context';
 import { errorResponses } from '../http/openapi';
 import { assertBodyShape } from '../http/body-shape';
-import { BODY_FIELDS, ContactCount, ContactStats, CountBody, SearchBody, SearchPage } from './model';
+import { assertPageSize, BODY_FIELDS, ContactCount, ContactStats, CountBody, SearchBody, SearchPage } from './model';
 import { countContacts, searchContacts } from './service';
 import { contactStats } from './stats';
 
@@ -23,7 +23,10 @@ export function contactSearchRoutes(deps: Deps) {
       '/contact-searches',
       ({ request, body }) => searchContacts(sql, config.searchTimeoutMs, authOf(request).accountId, body ?? {}),
       {
-        transform: ({ body }) => assertBodyShape(body, BODY_FIELDS.search, true),
+        transform: ({ body }) => {
+          assertBodyShape(body, BODY_FIELDS.search, true);
+          assertPageSize(body);
+        },
         body: t.Optional(SearchBody),
         response: { 200: SearchPage, ...errorResponses(400, 504) },
         detail: {

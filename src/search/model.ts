@@ -1,4 +1,5 @@
 import { t } from 'elysia';
+import { invalidField } from '../errors';
 import { Contact } from '../contacts/model';
 import { FilterField } from './filter-schema';
 
@@ -48,6 +49,17 @@ export const ContactStats = t.Object({
     { description: 'Every brand of the account (not deleted ones), by name, each with its contacts (0 included).' },
   ),
 });
+
+/**
+ * pageSize as sent: a JSON integer in bounds. Elysia would take the string "10" for 10 (its
+ * normaliser converts numeric strings); the body is JSON, so a string is the wrong type.
+ */
+export function assertPageSize(body: unknown): void {
+  const size = (body as { pageSize?: unknown } | undefined)?.pageSize;
+  if (size === undefined) return;
+  if (typeof size !== 'number' || !Number.isInteger(size) || size < 1 || size > MAX_PAGE_SIZE)
+    throw invalidField('/pageSize', `pageSize must be an integer from 1 to ${MAX_PAGE_SIZE}.`);
+}
 
 /** Top-level fields of each body (src/http/body-shape.ts: an unknown field is a 400, not dropped). */
 export const BODY_FIELDS = {
