@@ -214,6 +214,20 @@ describe('filter validation: 400 invalid_request_error at the node at fault', ()
       /^\/filter\/and\/2\/value(\/1)?$/,
     );
   });
+  test('at the limits: 255 characters, 100 values, are taken', async () => {
+    for (const leaf of [
+      { attribute: 'tier', op: 'eq', value: 'x'.repeat(255) },
+      { attribute: 'tier', op: 'prefix', value: 'é'.repeat(255) },
+      { attribute: 'tier', op: 'in', value: Array.from({ length: 100 }, (_, i) => `v${i}`) },
+      { attribute: 'age', op: 'in', value: Array.from({ length: 100 }, (_, i) => 1000 + i) },
+      { attribute: 'Email', op: 'in', value: Array.from({ length: 100 }, (_, i) => `u${i}@x.io`) },
+      { attribute: 'tags', op: 'containsAny', value: Array.from({ length: 100 }, (_, i) => `v${i}`) },
+    ]) {
+      const res = await count({ filter: leaf });
+      expect(res.status, JSON.stringify(leaf).slice(0, 60)).toBe(200);
+      expect(res.body).toEqual({ count: 0 });
+    }
+  });
   test('a deleted brand of the account is a brand a filter may name', async () => {
     const filter = { attribute: 'Brand', op: 'contains', value: deletedBrand };
     expect((await count({ filter })).body).toEqual({ count: 1 });
@@ -433,6 +447,17 @@ describe('the body: pageSize, unknown fields, cursor', () => {
       'dee@example.org',
     ]);
     expect(await emails({ enabled: false })).toEqual(['eve@x.io']);
+    // A prefix is literal text: LIKE's `%`, `_` and `\` match only themselves.
+    for (const value of ['%', '_', 'g%', 'g_ld', '_old', '\\', 'gold\\'])
+      expect(await emails({ attribute: 'tier', op: 'prefix', value })).toEqual([]);
+    expect(await emails({ attribute: 'tier', op: 'prefix', value: 'gol' })).toEqual([
+      'ann@example.com',
+      'cy@gmail.com',
+    ]);
+    expect(await emails({ attribute: 'tier', op: 'in', value: ['Gold', 'silver'] })).toEqual([
+      'Bob@Gmail.com',
+      'dee@example.org',
+    ]);
     expect(await emails({ attribute: 'age', op: 'gte', value: 31 })).toEqual([
       'ann@example.com',
       'cy@gmail.com',
@@ -537,6 +562,41 @@ describe('exports of a search', () => {
     expect(
       pointerOf(await t.call('POST', '/v1/contact-exports', { body: { filter: { brandIds: [otherBrand] } } })),
     ).toBe('/filter/brandIds');
+  });
+});
+
+describe('live between pages', () => {
+  test('a contact written between two pages is found by the later page when it lies beyond the cursor', async () => {
+    const first = await search({ filter: { attribute: 'Brand', op: 'exists' }, pageSize: 1 });
+    expect(first.status).toBe(200);
+    const after: string = first.body.data[0].emailMd5;
+    // An address whose emailMd5 sorts after the first page's, on the brand the filter asks for.
+    let email = '';
+    for (let i = 0; !email; i++) if (Bun.MD5.hash(`live${i}@x.io`, 'hex') > after) email = `live${i}@x.io`;
+    const created = await t.call('POST', '/v1/contacts', { body: { email, brandIds: [brand] } });
+    expect(created.status).toBe(201);
+    try {
+      const rest: string[] = [];
+      let cursor: string | null = first.body.next;
+      while (cursor) {
+        const page = await search({ filter: { attribute: 'Brand', op: 'exists' }, pageSize: 1, cursor });
+        expect(page.status).toBe(200);
+        rest.push(...page.body.data.map((c: { email: string }) => c.email));
+        cursor = page.body.next;
+      }
+      expect(rest).toContain(email);
+      expect(rest).toHaveLength(3);
+      const stats = await t.call('GET', '/v1/contact-stats');
+      expect(stats.body).toEqual({
+        total: CONTACTS.length + 1,
+        enabled: CONTACTS.length,
+        disabled: 1,
+        brands: [{ brandId: brand, count: 3 }],
+      });
+    } finally {
+      expect((await t.call('DELETE', `/v1/contacts/${created.body.emailMd5}`)).status).toBe(204);
+    }
+    expect((await count({ filter: { attribute: 'Brand', op: 'exists' } })).body).toEqual({ count: 3 });
   });
 });
 

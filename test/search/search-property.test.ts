@@ -6,7 +6,8 @@
  * - account A: random contacts (POST /v1/contacts, some in capitals, with attributes of every type and
  *   brands), one small import (POST /v1/contact-imports, the upload link, the pipeline) that adds
  *   contacts and overwrites some, a brand deleted (its id stays on contacts), then random patches
- *   (values set and removed), disables, brand adds and removals and erasures (DELETE);
+ *   (values set and removed), disables, brand adds and removals and erasures (DELETE, and POST
+ *   /v1/contact-erasures of two);
  * - account B: contacts whose addresses are some of A's, with other attributes and brands.
  * The contacts the oracle sees are those GET /v1/contacts/{emailMd5} gives for every address ever
  * written. Then for random filters of every form and operator, nested up to the 5 levels allowed
@@ -49,8 +50,27 @@ const DELETED_BRAND = 3;
 const SCHEMA: OracleSchema = { Tier: 'string', age: 'number', vip: 'boolean', work: 'email', Tags: 'array' };
 
 // Value pools: contacts and filters draw from the same ones, so that a filter matches something.
-const TIERS = ['gold', 'Gold', 'gold plus', 'silver', 's', 'platinum', 'é', '😀x'];
-const PREFIXES = ['g', 'go', 'Go', 'gold', 'gold ', 's', 'p', 'é', '😀', 'zz'];
+// `%`, `_` and `\` are LIKE's own characters: a prefix is literal text.
+const TIERS = ['gold', 'Gold', 'gold plus', 'silver', 's', 'platinum', 'é', '😀x', 'go%ld', 'a_b', 'back\\slash'];
+const PREFIXES = [
+  'g',
+  'go',
+  'Go',
+  'gold',
+  'gold ',
+  's',
+  'p',
+  'é',
+  '😀',
+  'zz',
+  '%',
+  '_',
+  'go%',
+  'a_',
+  'g_',
+  '\\',
+  'back\\',
+];
 const AGES = [-5, 0, 1, 2.5, 18, 30, 30.5, 65, 1e10];
 const LOCALS = ['ann', 'Bob', 'c.d', 'EVE', 'fay+x', 'gus'];
 const DOMAINS = ['example.com', 'Example.COM', 'mail.example.com', 'gmail.com', 'x.io'];
@@ -109,6 +129,10 @@ const operation = fc.oneof(
     arbitrary: fc.record({ kind: fc.constant('removeBrand' as const), target: fc.nat(), brand: fc.nat(BRANDS - 1) }),
   },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('erase' as const), target: fc.nat() }) },
+  {
+    weight: 1,
+    arbitrary: fc.record({ kind: fc.constant('eraseMany' as const), target: fc.nat(), also: fc.nat() }),
+  },
 );
 
 const importRow = fc.record({ domain: fc.nat(DOMAINS.length - 1), attributes, brands: fc.subarray([0, 1, 2]) });
@@ -445,6 +469,11 @@ test(
             case 'erase':
               res = await t.call('DELETE', path, { key: a.key });
               break;
+            case 'eraseMany': {
+              const emailMd5s = [...new Set([md, targets[op.also % targets.length]!])];
+              res = await t.call('POST', '/v1/contact-erasures', { key: a.key, body: { emailMd5s } });
+              break;
+            }
           }
           // An erased contact is gone (404); a brand it does not carry, or a deleted one, cannot be
           // removed (400).
