@@ -6,7 +6,7 @@
 -- batch is a plain INSERT … SELECT: no probe per row, no plan of the batch. A fresh account takes
 -- this path for every batch; a file that overlaps existing contacts does not.
 --
--- Three statements (split at the `-- name:` lines by worker/import/merge/sql-files.ts), each naming the
+-- Two statements, and a third for the contact tallies when no events are published (split at the `-- name:` lines by worker/import/merge/sql-files.ts), each naming the
 -- account on every table so that on a Citus cluster it runs whole on the node of the account's
 -- shards. advance.sql then moves the checkpoint.
 --
@@ -27,7 +27,8 @@ where r.account_id = $1::uuid and r.seq > $2::int8 and r.seq <= $3::int8;
 -- name: events
 -- All of an added contact's brands, as merge-batch.sql writes them: one outbox row per brand with
 -- the set of the batch's contacts that got it (sql/migrations/0001_schema.sql); the caller adds up
--- the sets' sizes, the (contact, brand) events. Run only when the import publishes events.
+-- the sets' sizes, the (contact, brand) events, and takes them as the brands' counts for the
+-- contact tallies (`gains`). Run only when the import publishes events.
 -- $1 account id   $2 last seq of the part already merged   $3 last seq of this batch   $4 import id
 insert into brand_subscribe_events (account_id, brand_id, email_md5s, emails, source, import_id)
 select r.account_id, x.id, array_agg(r.email_md5 order by r.email_md5), array_agg(r.email order by r.email_md5),
@@ -36,16 +37,16 @@ from :"merge_table" r
 cross join lateral unnest(r.brand_ids) as x(id)
 where r.account_id = $1::uuid and r.seq > $2::int8 and r.seq <= $3::int8
 group by r.account_id, x.id
-returning cardinality(email_md5s) as n;
+returning brand_id, cardinality(email_md5s) as n;
 
--- name: tally
--- The batch's contacts in the account's tallies (sql/migrations/0019_contact_tallies.sql): each is
--- a contact, an enabled one, and counts once for each of its brands. Each row unnests into
--- [totals, brands…] (the null id is the totals row), one set-returning call per row.
+-- name: gains
+-- Each brand of the batch's contacts with how many carry it, for the contact tallies
+-- (sql/migrations/0019_contact_tallies.sql; worker/import/merge/batch.ts adds the batch's totals).
+-- The events' sets are the same counts: run only when the import publishes none and can assign
+-- brands (unnesting the brands costs about 1.4 µs a row, bench/findings/2026-12-06-contact-tallies-cost.md).
 -- $1 account id   $2 last seq of the part already merged   $3 last seq of this batch
-insert into contact_tallies (account_id, brand_id, contacts, enabled)
-select r.account_id, x.id, count(*), count(*) filter (where x.id is null)
+select x.id as brand_id, count(*) as n
 from :"merge_table" r
-cross join lateral unnest(array[null::uuid] || r.brand_ids) as x(id)
+cross join lateral unnest(r.brand_ids) as x(id)
 where r.account_id = $1::uuid and r.seq > $2::int8 and r.seq <= $3::int8
-group by r.account_id, x.id;
+group by x.id;

@@ -5,7 +5,7 @@
 -- checkpoint commit together: a batch is applied exactly once however often the worker dies.
 --
 -- `decide` decides every row once, against the contacts as they are; `counts`, `skips`, `write`,
--- `events` and `tally` read what it decided as :"plan_table". worker/import/merge/sql-files.ts splits the file
+-- `events`, `gains` and `drops` read what it decided as :"plan_table". worker/import/merge/sql-files.ts splits the file
 -- at the `-- name:` lines and puts the sections together in one of two ways:
 -- - on one PostgreSQL, as ONE statement: `decide` a materialized CTE named plan, the writes CTEs
 --   reading it, `counts` the main query. Nothing is written twice: a plan table cost each row an
@@ -56,8 +56,8 @@ select o.account_id, o.seq, o.row_no, o.email_md5, o.email,
          else '{}'
        end as assigned_brand_ids,
        o.reason as skip_reason, o.outcome,
-       -- What an update takes from the tallies (`tally`): the brands it drops (only a replaced set
-       -- drops any; null when none), and whether it enables a disabled contact.
+       -- What an update changes in the contact tallies (`drops`, `counts`): the brands it drops (only
+       -- a replaced set drops any; null when none), and whether it enables a disabled contact.
        case when o.outcome = 'update' and not o.old_brand_ids <@ o.new_brand_ids then
          array(select x.id from unnest(o.old_brand_ids) as x(id) where x.id <> all (o.new_brand_ids))
        end as dropped_brand_ids,
@@ -188,7 +188,8 @@ on conflict (account_id, email_md5) do update
 -- name: events
 -- One event per brand newly assigned to a contact (the plan's assigned_brand_ids), stored as one
 -- outbox row per brand with the set of the batch's contacts that got it; the caller adds up the
--- sets' sizes, the (contact, brand) events. Run only when the import publishes events.
+-- sets' sizes, the (contact, brand) events, and takes them as the brands each row assigns for the
+-- contact tallies (`gains`). Run only when the import publishes events.
 -- $1 account id   $2 last seq of the part already merged   $3 last seq of this batch   $4 import id
 insert into brand_subscribe_events (account_id, brand_id, email_md5s, emails, source, import_id)
 select p.account_id, x.id, array_agg(p.email_md5 order by p.email_md5), array_agg(p.email order by p.email_md5),
@@ -197,32 +198,29 @@ from :"plan_table" p
 cross join lateral unnest(p.assigned_brand_ids) as x(id)
 where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8 and cardinality(p.assigned_brand_ids) > 0
 group by p.account_id, x.id
-returning cardinality(email_md5s) as n;
+returning brand_id, cardinality(email_md5s) as n;
 
--- name: tally
--- The batch's deltas of the account's contact tallies (sql/migrations/0019_contact_tallies.sql),
--- one row per brand id and one for the totals: an add counts as a contact, an enabled one, and once
--- for each of its brands; an update as an enabled contact when it re-enables one, +1 for each brand
--- it assigns and -1 for each it drops. The batch's transaction set contact_tallies.explicit, so the
--- UPDATE trigger on contacts leaves these updates to this statement. Each row of the plan unnests
--- into [totals, assigned…, dropped…], told apart by position (one set-returning call per row).
+-- name: gains
+-- Each brand the batch's rows assign (all of an added contact's, those an updated one lacked) with
+-- how many rows assign it: +1 each in the contact tallies (sql/migrations/0019_contact_tallies.sql;
+-- worker/import/merge/batch.ts adds the totals from `counts`). The events' sets are the same
+-- counts: run only when the import publishes none and the batch assigns brands.
 -- $1 account id   $2 last seq of the part already merged   $3 last seq of this batch
-insert into contact_tallies (account_id, brand_id, contacts, enabled)
-select d.account_id, d.brand_id, d.contacts, d.enabled
-from (
-  select p.account_id, x.id as brand_id,
-         sum(case when x.n = 1 then (p.outcome = 'add')::int
-                  when x.n <= 1 + cardinality(p.assigned_brand_ids) then 1
-                  else -1 end) as contacts,
-         count(*) filter (where x.n = 1 and (p.outcome = 'add' or p.reenabled)) as enabled
-  from :"plan_table" p
-  cross join lateral unnest(array[null::uuid] || p.assigned_brand_ids || coalesce(p.dropped_brand_ids, '{}'))
-    with ordinality as x(id, n)
-  where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8
-    and (p.outcome = 'add' or p.reenabled or cardinality(p.assigned_brand_ids) > 0 or p.dropped_brand_ids is not null)
-  group by p.account_id, x.id
-) d
-where d.contacts <> 0 or d.enabled <> 0;
+select x.id as brand_id, count(*) as n
+from :"plan_table" p
+cross join lateral unnest(p.assigned_brand_ids) as x(id)
+where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8 and cardinality(p.assigned_brand_ids) > 0
+group by x.id;
+
+-- name: drops
+-- Each brand the batch's updates drop (a replaced set) with how many drop it: -1 each in the
+-- contact tallies. Run only when some row drops one.
+-- $1 account id   $2 last seq of the part already merged   $3 last seq of this batch
+select x.id as brand_id, count(*) as n
+from :"plan_table" p
+cross join lateral unnest(p.dropped_brand_ids) as x(id)
+where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8 and p.dropped_brand_ids is not null
+group by x.id;
 
 -- name: counts
 -- The batch's counts. On a cluster it runs right after `decide`, and the statements after it run
@@ -234,8 +232,8 @@ select count(*)::int8 as rows,
        (count(*) filter (where outcome = 'update'))::int8 as updated,
        (count(*) filter (where outcome = 'skip'))::int8 as skipped,
        (count(*) filter (where cardinality(assigned_brand_ids) > 0))::int8 as assigning,
-       (count(*) filter (where outcome = 'add' or reenabled or cardinality(assigned_brand_ids) > 0
-                           or dropped_brand_ids is not null))::int8 as tallying
+       (count(*) filter (where reenabled))::int8 as reenabled,
+       (count(*) filter (where dropped_brand_ids is not null))::int8 as dropping
 from :"plan_table" p
 where p.account_id = $1::uuid and p.seq > $2::int8 and p.seq <= $3::int8;
 

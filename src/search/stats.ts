@@ -102,3 +102,33 @@ export async function compactBusyTallies(sql: Sql, limit = 100): Promise<boolean
   for (const { account_id } of busy) await compactContactTallies(sql, account_id);
   return busy.length === limit;
 }
+
+/**
+ * A writer's deltas of one account's contact tallies, summed in memory before they are appended:
+ * contacts, enabled contacts, and contacts per brand id.
+ */
+export class TallyDeltas {
+  contacts = 0;
+  enabled = 0;
+  readonly brands = new Map<string, number>();
+
+  brand(brandId: string, n: number): void {
+    this.brands.set(brandId, (this.brands.get(brandId) ?? 0) + n);
+  }
+}
+
+/**
+ * Appends a bulk writer's deltas (the import's merge batches, worker/import/merge/batch.ts) in the
+ * writer's transaction: one row for the totals and one per brand whose count moved, nothing for
+ * zeros. One multi-row INSERT naming the account: on Citus it goes to the account's node.
+ */
+export async function appendContactTallies(sql: AnySql, accountId: string, d: TallyDeltas): Promise<void> {
+  const rows = [
+    ...(d.contacts !== 0 || d.enabled !== 0
+      ? [{ brand_id: null as string | null, contacts: d.contacts, enabled: d.enabled }]
+      : []),
+    ...[...d.brands].filter(([, n]) => n !== 0).map(([brand_id, contacts]) => ({ brand_id, contacts, enabled: 0 })),
+  ].map((r) => ({ account_id: accountId, ...r }));
+  if (rows.length === 0) return;
+  await sql`insert into contact_tallies ${sql(rows, 'account_id', 'brand_id', 'contacts', 'enabled')}`;
+}

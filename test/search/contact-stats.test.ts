@@ -3,13 +3,18 @@
 // plain path, merge-creates, disables, brand changes, erasures, imports of every strategy, writers
 // at once) the stats equal a recount of the contacts, exactly, and accounts never mix.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
+import { cp, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { loadConfig } from '../../src/config';
-import type { Sql } from '../../src/db';
+import { migrate } from '../../src/migrate';
+import { connect, type Sql } from '../../src/db';
 import { compactBusyTallies, compactContactTallies, COMPACT_READ_AT, contactStats } from '../../src/search/stats';
 import { runImport } from '../../worker/import';
 import { CONTACT_PATHS, type ContactTestApp, contactTestApp, create, disable, md5 } from '../contacts/contacts-support';
 import type { TestApp } from '../helpers/app';
 import { createAccount, createAttribute, createBrand, createKey } from '../helpers/fixtures';
+import { testServices, withDatabase } from '../helpers/services';
 import { uploadBed } from '../helpers/upload-bed';
 
 /** The stats as a recount of the account's contacts would give them. */
@@ -245,6 +250,23 @@ for (const path of CONTACT_PATHS) {
       expect(await deltaRows(t.db.sql, t.accountId)).toBeLessThan(10);
     });
 
+    test("on a cluster the stats statement runs on the account's node as one task", async () => {
+      const [citus] = await t.db.sql`select 1 from pg_extension where extname = 'citus'`;
+      if (!citus) return; // one PostgreSQL: nothing to route
+      const sent: { query: string; params: unknown[] }[] = [];
+      const sql = connect(t.db.url, 1, { debug: (_c, query, params) => sent.push({ query, params: [...params] }) });
+      try {
+        await contactStats(sql, t.accountId);
+        const [stats] = sent.filter((x) => /\bcontact_tallies\b/.test(x.query));
+        const rows = await t.db.sql.unsafe(`explain (costs off) ${stats!.query}`, stats!.params as never[]);
+        const plan = rows.map((r) => r['QUERY PLAN']).join('\n');
+        expect(plan).toMatch(/Task Count: 1\n/);
+        expect(plan).not.toMatch(/Distributed Subplan|repartition|pull to coordinator/i);
+      } finally {
+        await sql.end();
+      }
+    });
+
     test("the other account's tallies are its own", async () => {
       const stats = await contactStats(t.db.sql, other);
       expect(stats).toEqual(await recount(t.db.sql, other));
@@ -292,10 +314,19 @@ describe('imports', () => {
 
   test('a fresh import (adds only), with and without brands', async () => {
     await importRows(
-      Array.from({ length: 20 }, (_, i) => row(i, ['', 'Red', 'Red;Green', 'blue'][i % 4]!, `c${i}`)),
+      Array.from({ length: 20 }, (_, i) => row(i, ['', 'Red', 'Red;Green', 'blue;Blue'][i % 4]!, `c${i}`)),
       { duplicateContactStrategy: 'overwrite' },
     );
     expect((await contactStats(t.db.sql, account)).total).toBe(20);
+    await expectTallied(t.db.sql, account);
+  });
+
+  test('adds without events: the brands counted by the batch itself', async () => {
+    await importRows(
+      Array.from({ length: 10 }, (_, i) => row(100 + i, ['', 'Green', 'Red;Blue'][i % 3]!, `n${i}`)),
+      { duplicateContactStrategy: 'overwrite', publishBrandSubscribeEvents: false },
+    );
+    expect((await contactStats(t.db.sql, account)).total).toBe(30);
     await expectTallied(t.db.sql, account);
   });
 
@@ -313,15 +344,15 @@ describe('imports', () => {
     await expectTallied(t.db.sql, account);
   });
 
-  test('overwrite with overwriteBrands, over new and existing contacts', async () => {
+  test('overwrite with overwriteBrands, over new and existing contacts, without events', async () => {
     await importRows(
       Array.from({ length: 26 }, (_, i) => row(i, ['Green', '', 'Blue;Red', 'Red'][i % 4]!, `o${i}`)),
-      { duplicateContactStrategy: 'overwrite', overwriteBrands: true },
+      { duplicateContactStrategy: 'overwrite', overwriteBrands: true, publishBrandSubscribeEvents: false },
     );
     await expectTallied(t.db.sql, account);
   });
 
-  test('overwrite adding brands, keep, skip', async () => {
+  test('overwrite adding brands; keep and skip without events (new rows too)', async () => {
     await importRows(
       Array.from({ length: 12 }, (_, i) => row(i, 'Blue', `a${i}`)),
       { duplicateContactStrategy: 'overwrite' },
@@ -329,12 +360,12 @@ describe('imports', () => {
     await expectTallied(t.db.sql, account);
     await importRows(
       Array.from({ length: 30 }, (_, i) => row(i, 'Green', `k${i}`)),
-      { duplicateContactStrategy: 'keep' },
+      { duplicateContactStrategy: 'keep', publishBrandSubscribeEvents: false },
     );
     await expectTallied(t.db.sql, account);
     await importRows(
-      Array.from({ length: 34 }, (_, i) => row(i, 'Red', `s${i}`)),
-      { duplicateContactStrategy: 'skip' },
+      Array.from({ length: 46 }, (_, i) => row(i, 'Red', `s${i}`)),
+      { duplicateContactStrategy: 'skip', publishBrandSubscribeEvents: false },
     );
     await expectTallied(t.db.sql, account);
   });
@@ -364,4 +395,36 @@ describe('imports', () => {
     expect(res.status).toBe(200);
     await expectTallied(t.db.sql, account);
   });
+});
+
+test('the migration counts the contacts already there', async () => {
+  const MIGRATIONS = resolve(import.meta.dir, '../../sql/migrations');
+  const name = `test_tally_${crypto.randomUUID().replaceAll('-', '').slice(0, 16)}`;
+  const { adminUrl } = await testServices();
+  const admin = connect(adminUrl, 1);
+  await admin.unsafe(`create database ${name}`);
+  const db = connect(withDatabase(adminUrl, name), 2);
+  const before = await mkdtemp(join(tmpdir(), 'migrations-'));
+  try {
+    for (const file of await readdir(MIGRATIONS))
+      if (file < '0019') await cp(join(MIGRATIONS, file), join(before, file));
+    await migrate(db, undefined, before);
+    const accounts = [await createAccount(db, 'One'), await createAccount(db, 'Two')];
+    for (const [k, account] of accounts.entries()) {
+      const brands = [await createBrand(db, account, 'A'), await createBrand(db, account, 'B')];
+      await db`
+        insert into contacts (account_id, email_md5, email, brand_ids, enabled, first_source)
+        select ${account}, md5(n || '@example.com')::uuid, n || '@example.com',
+               case n % 3 when 0 then '{}' when 1 then array[${brands[0]!}::uuid] else ${db.array(brands)}::uuid[] end,
+               n % 5 <> 0, 'import'
+        from generate_series(1, ${50 + k * 25}) n`;
+    }
+    await migrate(db);
+    for (const account of accounts) await expectTallied(db, account);
+    expect((await contactStats(db, accounts[1]!)).total).toBe(75);
+  } finally {
+    await db.end({ timeout: 2 });
+    await admin.unsafe(`drop database if exists ${name} with (force)`).finally(() => admin.end());
+    await rm(before, { recursive: true, force: true });
+  }
 });

@@ -1,6 +1,7 @@
 import { batchHoldsAccount } from '../../../src/contacts/write-guard';
 import { advanceMerge } from '../../../src/imports/lifecycle';
 import { type Tx, mergeBatchLock } from '../../../src/db';
+import { appendContactTallies, TallyDeltas } from '../../../src/search/stats';
 import { Pacer } from '../pace';
 import { StagingLostError } from '../errors';
 import { type Pipeline } from '../state';
@@ -136,15 +137,22 @@ async function mergeRange(
   statements: PartStatements,
   from: number,
   to: number,
+  tally: TallyDeltas,
 ): Promise<BatchCounts & { planned: boolean }> {
   const { job } = m.p;
   const range = [job.accountId, from, to];
   const run = <T extends object>(statement: string, params: unknown[]) =>
     tx.unsafe<T[]>(statement, params as never[], { prepare: false });
+  type BrandCount = { brand_id: string; n: number | string };
+  // The events' sets are the brands the rows assign, each row once: the tallies take them as such.
   const events = async (statement: string) => {
     if (!job.publishEvents) return 0;
-    const sets = await run<{ n: number }>(statement, [...range, job.id]);
+    const sets = await run<BrandCount>(statement, [...range, job.id]);
+    for (const r of sets) tally.brand(r.brand_id, Number(r.n));
     return sets.reduce((sum, r) => sum + Number(r.n), 0);
+  };
+  const brandCounts = async (statement: string, sign: 1 | -1) => {
+    for (const r of await run<BrandCount>(statement, range)) tally.brand(r.brand_id, sign * Number(r.n));
   };
   // A range that holds no contact and no seed of the account is all adds: the plain INSERT of
   // insert-batch.sql does exactly what merge-batch.sql would, for less.
@@ -153,14 +161,22 @@ async function mergeRange(
   if (!probe!.contacts && !seeds) {
     const { insert } = statements;
     const added = (await run(insert.insert, [...range, job.id, job.method])).count;
-    if (added > 0) await run(insert.tally, range);
-    return { rows: added, added, updated: 0, skipped: 0, events: await events(insert.events), planned: false };
+    tally.contacts += added;
+    tally.enabled += added;
+    const published = await events(insert.events);
+    if (!job.publishEvents && added > 0 && (job.brandIds.length > 0 || job.columns.includes('Brand')))
+      await brandCounts(insert.gains, 1);
+    return { rows: added, added, updated: 0, skipped: 0, events: published, planned: false };
   }
   type Counts = Omit<BatchCounts, 'events'> & {
     assigning: number;
-    tallying: number;
+    reenabled: number;
+    dropping: number;
     written?: number;
     events?: number;
+    /** the fused statement's brands assigned and dropped: brand id → rows */
+    gained?: Record<string, number> | null;
+    dropped?: Record<string, number> | null;
   };
   const count = (got: Counts) => ({
     rows: Number(got.rows),
@@ -177,6 +193,9 @@ async function mergeRange(
     counts = count(got!);
     written = Number(got!.written);
     published = Number(got!.events);
+    tally.enabled += Number(got!.reenabled);
+    for (const [brand, n] of Object.entries(got!.gained ?? {})) tally.brand(brand, n);
+    for (const [brand, n] of Object.entries(got!.dropped ?? {})) tally.brand(brand, -n);
   } else {
     await run(split.plan, [...range, ...decideParams(job, seeds)]);
     const [got] = await run<Counts>(split.counts, range);
@@ -184,9 +203,13 @@ async function mergeRange(
     if (m.recordSkips && counts.skipped > 0) await run(split.skips, range);
     written = counts.added + counts.updated > 0 ? (await run(split.write, [...range, job.id, job.method])).count : 0;
     published = Number(got!.assigning) > 0 ? await events(split.events) : 0;
-    if (Number(got!.tallying) > 0) await run(split.tally, range);
+    tally.enabled += Number(got!.reenabled);
+    if (!job.publishEvents && Number(got!.assigning) > 0) await brandCounts(split.gains, 1);
+    if (Number(got!.dropping) > 0) await brandCounts(split.drops, -1);
     await run(split.clear, range);
   }
+  tally.contacts += counts.added;
+  tally.enabled += counts.added;
   if (written !== counts.added + counts.updated) {
     throw new Error(
       `import ${job.id}: a merge batch wrote ${written} contacts, planned ${counts.added} + ${counts.updated}`,
@@ -196,11 +219,14 @@ async function mergeRange(
 }
 
 /**
- * The batch's transaction tallies its own writes of contacts (merge-batch.sql and insert-batch.sql,
- * `tally`): the UPDATE trigger on contacts, which would count its updates again at 20-30 µs a row,
- * stays quiet while contact_tallies.explicit is on (sql/migrations/0019_contact_tallies.sql). On a
- * Citus cluster the trigger runs on the account's node, where the SET reaches only with
- * citus.propagate_set_commands 'local' (on one PostgreSQL that setting is an unused name).
+ * The batch's transaction tallies its own writes of contacts, as one append of its deltas: the
+ * contacts it adds (all enabled), the disabled ones it enables, the brands its rows assign (the
+ * events' sets when it publishes them, which cost nothing more; else `gains`, about 1.4 µs a row)
+ * and those it drops (`drops`), bench/findings/2026-12-06-contact-tallies-cost.md. The UPDATE trigger
+ * on contacts, which would count its updates again at 20-30 µs a row, stays quiet while
+ * contact_tallies.explicit is on (sql/migrations/0019_contact_tallies.sql). On a Citus cluster the
+ * trigger runs on the account's node, where the SET reaches only with citus.propagate_set_commands
+ * 'local' (on one PostgreSQL that setting is an unused name).
  */
 async function tallyExplicitly(tx: Tx): Promise<void> {
   await tx.unsafe(`set local citus.propagate_set_commands to 'local'; set local contact_tallies.explicit to on`);
@@ -236,6 +262,7 @@ async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {
     if (state.checkpoint > lo || (state.checkpoint < lo && previousLo === undefined)) throw new BatchHalted('moved');
 
     const counts: BatchCounts = { rows: 0, added: 0, updated: 0, skipped: 0, events: 0 };
+    const tally = new TallyDeltas();
     const pacer = new Pacer(p);
     const plans = new Set<string>();
     for (const { part, from, to } of segmentsOf(m.parts, lo, hi)) {
@@ -243,7 +270,7 @@ async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {
       for (let at = from; at < to;) {
         const paced = pacer.busy();
         const end = Math.min(to, at + (paced ? PACED_ROWS : UNPACED_ROWS));
-        const got = await pacer.piece(paced, () => mergeRange(tx, m, part.statements, at, end));
+        const got = await pacer.piece(paced, () => mergeRange(tx, m, part.statements, at, end, tally));
         for (const k of ['rows', 'added', 'updated', 'skipped', 'events'] as const) counts[k] += Number(got[k]);
         if (got.planned) plans.add(part.plan);
         at = end;
@@ -255,6 +282,8 @@ async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {
     if (counts.rows < hi - lo) {
       throw new StagingLostError(`staged rows ${lo + 1}…${hi} of import ${job.id} were lost (read ${counts.rows})`);
     }
+
+    await appendContactTallies(tx, job.accountId, tally);
 
     // Commits in seq order: wait until the earlier batch's transaction has ended, committed or not.
     if (previousLo !== undefined) {

@@ -9,8 +9,9 @@ export interface SplitMerge {
   skips: string;
   write: string;
   events: string;
-  /** the batch's deltas of the contact tallies */
-  tally: string;
+  /** the brands the rows assign and drop, for the contact tallies */
+  gains: string;
+  drops: string;
   clear: string;
 }
 
@@ -22,7 +23,7 @@ export interface PartStatements {
    */
   merge: { fused: string; split?: undefined } | { split: SplitMerge; fused?: undefined };
   /** the fast path of a batch whose key range holds no contact and no seed: all adds (insert-batch.sql) */
-  insert: { insert: string; events: string; tally: string };
+  insert: { insert: string; events: string; gains: string };
   /** whether the batch's key range meets contacts, and seeds, of the account (batch-clash.sql) */
   clash: string;
 }
@@ -66,10 +67,10 @@ const PLAN_COLUMNS =
 
 /** The batch statements for one part of an import's merge table. */
 export async function partStatements(tables: PartTables, form: MergeForm): Promise<PartStatements> {
-  const names = ['decide', 'counts', 'skips', 'write', 'events', 'tally', 'clear'];
-  const insert = await sections('insert-batch.sql', tables, ['insert', 'events', 'tally']);
+  const names = ['decide', 'counts', 'skips', 'write', 'events', 'gains', 'drops', 'clear'];
+  const insert = await sections('insert-batch.sql', tables, ['insert', 'events', 'gains']);
   const common = {
-    insert: { insert: insert.insert!, events: insert.events!, tally: insert.tally! },
+    insert: { insert: insert.insert!, events: insert.events!, gains: insert.gains! },
     clash: await statement('batch-clash.sql', tables),
   };
   if (form.distributed) {
@@ -80,24 +81,30 @@ export async function partStatements(tables: PartTables, form: MergeForm): Promi
       skips: s.skips!,
       write: s.write!,
       events: s.events!,
-      tally: s.tally!,
+      gains: s.gains!,
+      drops: s.drops!,
       clear: s.clear!,
     };
     return { merge: { split }, ...common };
   }
-  // The plan is the CTE `plan`; the writes' import id and method move from $4, $5 to $8, $9.
+  // The plan is the CTE `plan`; the writes' import id and method move from $4, $5 to $8, $9. The
+  // brands assigned and dropped, for the contact tallies, come out as objects of brand id → rows: the
+  // assigned ones from the events when they are published (the same counts), else from `gains`.
   const s = await sections('merge-batch.sql', { ...tables, plan: 'plan' }, names);
   const own = (text: string) => text.replace(/\$([45])(?!\d)/g, (_, k: string) => `$${Number(k) + 4}`);
+  const gained = form.publishEvents ? 'published' : 'gained';
   const ctes = [
     `plan as materialized (\n${s.decide!}\n)`,
     form.recordSkips && `skipped as (\n${s.skips!}\n)`,
     `written as (\n${own(s.write!)}\nreturning 1\n)`,
-    form.publishEvents && `published as (\n${own(s.events!)}\n)`,
-    `tallied as (\n${s.tally!}\n)`,
+    form.publishEvents ? `published as (\n${own(s.events!)}\n)` : `gained as (\n${s.gains!}\n)`,
+    `dropped as (\n${s.drops!}\n)`,
   ].filter(Boolean);
   const events = form.publishEvents ? '(select coalesce(sum(n), 0) from published)' : '0';
   const fused = `with ${ctes.join(',\n')}
-select batch.*, (select count(*) from written)::int8 as written, ${events}::int8 as events
+select batch.*, (select count(*) from written)::int8 as written, ${events}::int8 as events,
+       (select jsonb_object_agg(brand_id, n) from ${gained}) as gained,
+       (select jsonb_object_agg(brand_id, n) from dropped) as dropped
 from (\n${s.counts!}\n) batch`;
   return { merge: { fused }, ...common };
 }
