@@ -72,7 +72,9 @@ export async function searchContacts(
   const cursor = body.cursor === undefined ? undefined : parseSearchCursor(body.cursor, digest);
   const pageSize = body.pageSize ?? DEFAULT_PAGE_SIZE;
   const { text, args } = pageStatement(accountId, node, cursor && md5ToUuid(cursor.after), pageSize + 1);
-  const rows = await withSearchTimeout(sql, timeoutMs, (tx: Tx) => tx.unsafe<ContactRow[]>(text, args as never[]));
+  const rows = await withSearchTimeout(sql, timeoutMs, 'page', (tx: Tx) =>
+    tx.unsafe<ContactRow[]>(text, args as never[]),
+  );
   const more = rows.length > pageSize;
   const page = more ? rows.slice(0, pageSize) : rows;
   return {
@@ -90,6 +92,8 @@ export async function countContacts(
 ): Promise<{ count: number }> {
   const { node } = await resolveFilter(sql, accountId, body.filter);
   const { text, args } = countStatement(accountId, node);
-  const [row] = await withSearchTimeout(sql, timeoutMs, (tx: Tx) => tx.unsafe<{ n: string }[]>(text, args as never[]));
+  const [row] = await withSearchTimeout(sql, timeoutMs, 'count', (tx: Tx) =>
+    tx.unsafe<{ n: string }[]>(text, args as never[]),
+  );
   return { count: Number(row!.n) };
 }
