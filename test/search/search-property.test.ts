@@ -17,7 +17,7 @@
  *   by emailMd5 ascending, each deep-equal to its GET: so a search never returns the other account's;
  * - POST /v1/contact-counts is the oracle's count: so a count never counts the other account's;
  * - GET /v1/contact-stats is the tally of the GET contacts: total, enabled, disabled, each live brand.
- * Seed 56: 40 runs (12 on the cluster) × (18 contacts created + 3 imported, 2 of them overwritten by
+ * Seed 56: 40 runs (10 on the cluster) × (18 contacts created + 3 imported, 2 of them overwritten by
  * the import, 10 operations) in A and 6 contacts in B; 12 filters (an eighth of them none) in each.
  */
 import { expect, test } from 'bun:test';
@@ -36,7 +36,7 @@ const bed = parityBed();
 const SEED = 56;
 /** On the Citus cluster each write and search costs about 3× what it does on one PostgreSQL: fewer runs there. */
 const ON_CLUSTER = Boolean(process.env.TEST_CITUS_WORKERS);
-const RUNS = ON_CLUSTER ? 12 : 40;
+const RUNS = ON_CLUSTER ? 10 : 40;
 const CONTACTS = 18;
 const IMPORT_NEW = 3;
 const IMPORT_EXISTING = 2;
