@@ -27,6 +27,7 @@ import { importRoutes } from './imports';
 import { eventRoutes } from './events';
 import { webhookEndpointRoutes } from './webhooks';
 import { contactExportRoutes } from './exports';
+import { EXPORT_FILTER_SCHEMA } from './exports/model';
 import { contactSearchRoutes } from './search';
 import { CONTACT_FILTER_SCHEMA } from './search/filter-schema';
 
@@ -130,7 +131,7 @@ export function buildApp(deps: Deps) {
       }
       return errorResponse(error, request, instance, code);
     })
-    .use(docsRoutes(config.publicUrl, { ContactFilter: CONTACT_FILTER_SCHEMA }))
+    .use(docsRoutes(config.publicUrl, { ContactFilter: CONTACT_FILTER_SCHEMA, ExportFilter: EXPORT_FILTER_SCHEMA }))
     .use(healthRoutes(deps))
     .use(schemaRoutes(deps))
     .use(brandRoutes(deps))

@@ -11,30 +11,38 @@ const Compression = t.Union([t.Literal('none'), t.Literal('gzip')], {
   error: 'compression must be none or gzip.',
 });
 
-/** The export's own filter, from before the search language: still taken, and shown as it was sent. */
-const ShorthandFilter = t.Object({
-  brandIds: t.Optional(
-    t.Array(t.String({ format: 'uuid' }), {
-      minItems: 1,
-      maxItems: MAX_FILTER_BRANDS,
-      description: 'Only contacts with at least one of these brands (ids of the account, deleted brands included).',
-    }),
-  ),
-  enabled: t.Optional(t.Boolean({ description: 'Only enabled (true) or only disabled (false) contacts.' })),
-});
-
 /**
- * `filter`: the shorthand above, or a filter of the search language (docs/searching.md). Validated
- * by the service (service.ts readExportFilter), which tells the two apart by their keys; to the
- * framework any JSON.
+ * `filter`, for the OpenAPI document's components: the export's own shorthand from before the
+ * search language, or a filter of that language (docs/searching.md). The service validates it
+ * (service.ts readExportFilter tells the two apart by their keys); to the framework it is any JSON,
+ * named by $ref (Elysia's body normaliser cannot follow an inline anyOf holding a $ref).
  */
-const ExportFilter = t.Any({
-  anyOf: [ShorthandFilter, { $ref: '#/components/schemas/ContactFilter' }],
+export const EXPORT_FILTER_SCHEMA = {
   description:
     'Either `{brandIds?, enabled?}` (contacts with at least one of the brands, and/or only enabled or only ' +
     'disabled ones) or a contact filter as POST /v1/contact-searches takes it: the export holds exactly the ' +
-    'contacts that search would give. Shown as sent.',
-});
+    'contacts that search would give.',
+  anyOf: [
+    {
+      type: 'object',
+      title: 'shorthand',
+      additionalProperties: false,
+      properties: {
+        brandIds: {
+          type: 'array',
+          minItems: 1,
+          maxItems: MAX_FILTER_BRANDS,
+          items: { type: 'string', format: 'uuid' },
+          description: 'Only contacts with at least one of these brands (ids of the account, deleted brands included).',
+        },
+        enabled: { type: 'boolean', description: 'Only enabled (true) or only disabled (false) contacts.' },
+      },
+    },
+    { $ref: '#/components/schemas/ContactFilter' },
+  ],
+} as const;
+
+const ExportFilter = t.Any({ $ref: '#/components/schemas/ExportFilter' });
 
 export const CreateExportBody = t.Object({
   columns: t.Optional(
@@ -55,7 +63,10 @@ export const ContactExport = t.Object({
   id: t.String({ format: 'uuid' }),
   status: t.Union([t.Literal('queued'), t.Literal('exporting'), t.Literal('success'), t.Literal('failed')]),
   columns: t.Array(t.String(), { description: "The file's header: the columns as the schema names them." }),
-  filter: ExportFilter,
+  // An object, not ExportFilter: Elysia cannot build its response normaliser through a $ref.
+  filter: t.Record(t.String(), t.Unknown(), {
+    description: 'The filter as it was sent: the brandIds/enabled shorthand, or a filter of the search language.',
+  }),
   compression: t.Union([t.Literal('none'), t.Literal('gzip')]),
   rowCount: t.Optional(t.Integer({ minimum: 0, description: 'Rows of the file (the header aside); on success.' })),
   percentComplete: t.Optional(t.Integer({ minimum: 0, maximum: 100, description: 'Present only while exporting.' })),

@@ -52,7 +52,7 @@ export async function toExport(row: ExportRow, links: DownloadLinks, now = Date.
     id: row.id,
     status: row.status,
     columns: row.columns,
-    filter: row.search_filter ?? {
+    filter: (row.search_filter as Record<string, unknown> | null) ?? {
       ...(row.brand_ids !== null && { brandIds: row.brand_ids }),
       ...(row.enabled !== null && { enabled: row.enabled }),
     },

@@ -8,6 +8,7 @@ import { brandIdsOf, filterKey, parseFilter } from './filter';
 import type { FilterNode } from './filter-types';
 import { withSearchTimeout } from './run';
 import { countStatement, pageStatement } from './statements';
+import { talliedCount } from './stats';
 import type { AttributeSchema } from '../contacts/attributes';
 
 /** A request's filter, parsed against the account's schema and brands. */
@@ -91,6 +92,8 @@ export async function countContacts(
   body: { filter?: unknown },
 ): Promise<{ count: number }> {
   const { node } = await resolveFilter(sql, accountId, body.filter);
+  const tallied = await talliedCount(sql, accountId, node);
+  if (tallied !== undefined) return { count: tallied };
   const { text, args } = countStatement(accountId, node);
   const [row] = await withSearchTimeout(sql, timeoutMs, 'count', (tx: Tx) =>
     tx.unsafe<{ n: string }[]>(text, args as never[]),

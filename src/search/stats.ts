@@ -1,4 +1,5 @@
 import type { AnySql, Sql } from '../db';
+import type { FilterNode } from './filter-types';
 
 /**
  * GET /v1/contact-stats from the account's contact tallies (sql/migrations/0019_contact_tallies.sql):
@@ -131,4 +132,24 @@ export async function appendContactTallies(sql: AnySql, accountId: string, d: Ta
   ].map((r) => ({ account_id: accountId, ...r }));
   if (rows.length === 0) return;
   await sql`insert into contact_tallies ${sql(rows, 'account_id', 'brand_id', 'contacts', 'enabled')}`;
+}
+
+/**
+ * The count of POST /v1/contact-counts when the tallies hold it: no filter (the account's contacts),
+ * `{"enabled": b}`, or one Brand `contains`. Exact as the stats are, and read from a few delta rows
+ * instead of counting the account's contacts. Undefined for every other filter: it is counted.
+ */
+export async function talliedCount(sql: Sql, accountId: string, node: FilterNode | undefined) {
+  const brand =
+    node?.kind === 'compare' && node.target.kind === 'brand' && node.op === 'contains' ? String(node.value) : null;
+  if (node !== undefined && node.kind !== 'enabled' && brand === null) return undefined;
+  const [row] = await sql<{ total: string; enabled: string; brand: string }[]>`
+    select coalesce(sum(contacts) filter (where brand_id is null), 0)::int8 as total,
+           coalesce(sum(enabled) filter (where brand_id is null), 0)::int8 as enabled,
+           coalesce(sum(contacts) filter (where brand_id = ${brand}::uuid), 0)::int8 as brand
+    from contact_tallies
+    where account_id = ${accountId}`;
+  if (brand !== null) return Number(row!.brand);
+  if (node?.kind === 'enabled') return node.value ? Number(row!.enabled) : Number(row!.total) - Number(row!.enabled);
+  return Number(row!.total);
 }

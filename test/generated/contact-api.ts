@@ -667,6 +667,15 @@ export interface components {
             | 'containsAny';
           value?: string | number | boolean | (string | number | boolean)[];
         };
+    /** @description Either `{brandIds?, enabled?}` (contacts with at least one of the brands, and/or only enabled or only disabled ones) or a contact filter as POST /v1/contact-searches takes it: the export holds exactly the contacts that search would give. */
+    ExportFilter:
+      | {
+          /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
+          brandIds?: string[];
+          /** @description Only enabled (true) or only disabled (false) contacts. */
+          enabled?: boolean;
+        }
+      | components['schemas']['ContactFilter'];
   };
   responses: never;
   parameters: never;
@@ -8062,15 +8071,10 @@ export interface operations {
               status: 'queued' | 'exporting' | 'success' | 'failed';
               /** @description The file's header: the columns as the schema names them. */
               columns: string[];
-              /** @description Either `{brandIds?, enabled?}` (contacts with at least one of the brands, and/or only enabled or only disabled ones) or a contact filter as POST /v1/contact-searches takes it: the export holds exactly the contacts that search would give. Shown as sent. */
-              filter:
-                | {
-                    /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
-                    brandIds?: string[];
-                    /** @description Only enabled (true) or only disabled (false) contacts. */
-                    enabled?: boolean;
-                  }
-                | components['schemas']['ContactFilter'];
+              /** @description The filter as it was sent: the brandIds/enabled shorthand, or a filter of the search language. */
+              filter: {
+                [key: string]: unknown;
+              };
               compression: 'none' | 'gzip';
               /** @description Rows of the file (the header aside); on success. */
               rowCount?: string | number;
@@ -8284,15 +8288,7 @@ export interface operations {
         'application/json': {
           /** @description Attribute names of GET /v1/contact-schema (case-insensitive), each once, Email among them; derived sub-attributes (`name:md5`) are not columns. Default: every attribute in schema order, Email and Brand included. */
           columns?: string[];
-          /** @description Either `{brandIds?, enabled?}` (contacts with at least one of the brands, and/or only enabled or only disabled ones) or a contact filter as POST /v1/contact-searches takes it: the export holds exactly the contacts that search would give. Shown as sent. */
-          filter?:
-            | {
-                /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
-                brandIds?: string[];
-                /** @description Only enabled (true) or only disabled (false) contacts. */
-                enabled?: boolean;
-              }
-            | components['schemas']['ContactFilter'];
+          filter?: components['schemas']['ExportFilter'];
           compression?: 'none' | 'gzip';
         };
       };
@@ -8310,15 +8306,10 @@ export interface operations {
             status: 'queued' | 'exporting' | 'success' | 'failed';
             /** @description The file's header: the columns as the schema names them. */
             columns: string[];
-            /** @description Either `{brandIds?, enabled?}` (contacts with at least one of the brands, and/or only enabled or only disabled ones) or a contact filter as POST /v1/contact-searches takes it: the export holds exactly the contacts that search would give. Shown as sent. */
-            filter:
-              | {
-                  /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
-                  brandIds?: string[];
-                  /** @description Only enabled (true) or only disabled (false) contacts. */
-                  enabled?: boolean;
-                }
-              | components['schemas']['ContactFilter'];
+            /** @description The filter as it was sent: the brandIds/enabled shorthand, or a filter of the search language. */
+            filter: {
+              [key: string]: unknown;
+            };
             compression: 'none' | 'gzip';
             /** @description Rows of the file (the header aside); on success. */
             rowCount?: string | number;
@@ -8566,15 +8557,10 @@ export interface operations {
             status: 'queued' | 'exporting' | 'success' | 'failed';
             /** @description The file's header: the columns as the schema names them. */
             columns: string[];
-            /** @description Either `{brandIds?, enabled?}` (contacts with at least one of the brands, and/or only enabled or only disabled ones) or a contact filter as POST /v1/contact-searches takes it: the export holds exactly the contacts that search would give. Shown as sent. */
-            filter:
-              | {
-                  /** @description Only contacts with at least one of these brands (ids of the account, deleted brands included). */
-                  brandIds?: string[];
-                  /** @description Only enabled (true) or only disabled (false) contacts. */
-                  enabled?: boolean;
-                }
-              | components['schemas']['ContactFilter'];
+            /** @description The filter as it was sent: the brandIds/enabled shorthand, or a filter of the search language. */
+            filter: {
+              [key: string]: unknown;
+            };
             compression: 'none' | 'gzip';
             /** @description Rows of the file (the header aside); on success. */
             rowCount?: string | number;
