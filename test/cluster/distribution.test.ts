@@ -27,6 +27,7 @@ const ACCOUNT_TABLES = [
   'contact_erasures',
   'contact_exports',
   'contact_imports',
+  'contact_tallies',
   'contacts',
   'event_feed_heads',
   'schema_attributes',
