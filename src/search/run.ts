@@ -18,6 +18,9 @@ const QUERY_CANCELED = '57014';
  *   statistics think rare (contacts disabled since the last ANALYZE), the planner would rather read
  *   the whole account and sort it: at 25M contacts that is minutes, where the key's order finds a
  *   page in milliseconds unless the condition is rare indeed.
+ * - for a count, no parallel workers: a count that scans the account takes one core, not all of them.
+ *   With two workers on two cores, another account's GET p99 rose 4.6-5.7 × beside the counts
+ *   (bench/findings/2026-12-06-search-1m-quiet.md); one backend leaves the other core to the rest.
  */
 function settings(timeoutMs: number, kind: 'page' | 'count'): string {
   const ms = Math.trunc(timeoutMs); // a number of the config, never request text
@@ -25,7 +28,7 @@ function settings(timeoutMs: number, kind: 'page' | 'count'): string {
     "set local citus.propagate_set_commands = 'local'",
     `set local statement_timeout = ${ms}`,
     'set local jit = off',
-    ...(kind === 'page' ? ['set local enable_seqscan = off'] : []),
+    ...(kind === 'page' ? ['set local enable_seqscan = off'] : ['set local max_parallel_workers_per_gather = 0']),
   ].join(';\n');
 }
 
