@@ -4,7 +4,7 @@ import { pageOf, pagination } from '../http/pagination';
 import { getSchema } from '../schema/service';
 import type { DownloadLinks } from './download';
 import { MAX_FILTER_BRANDS, SHORTHAND_FIELDS, type CreateExportInput } from './model';
-import { resolveFilter } from '../search/service';
+import { accountBrandsAmong, resolveFilter } from '../search/service';
 import { exportRetryAfterSeconds, type OpenExport } from './retry-after';
 import { EXPORT_COLUMNS, toExport, type ExportRow } from './view';
 
@@ -92,10 +92,7 @@ export async function createExport(sql: Sql, links: DownloadLinks, accountId: st
   // The search's own checks: the schema's attributes, operators and values, and its Brand ids.
   if (search !== undefined) await resolveFilter(sql, accountId, search);
   if (brandIds) {
-    // Deleted brands count: contacts keep their ids, and a filter may ask for them.
-    const found = await sql<{ id: string }[]>`
-      select id::text from brands where account_id = ${accountId} and id = any(${sql.array(brandIds)}::uuid[])`;
-    const known = new Set(found.map((r) => r.id));
+    const known = await accountBrandsAmong(sql, accountId, brandIds);
     const missing = brandIds.find((id) => !known.has(id));
     if (missing) throw invalidField('/filter/brandIds', `Brand ${missing} is not a brand of this account.`);
   }

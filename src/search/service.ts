@@ -33,15 +33,25 @@ export async function resolveFilter(
   if (raw === undefined) return { node: undefined, schema };
   const node = parseFilter(raw, { custom: schema.custom }, at);
   const named = brandIdsOf(node);
-  if (named.length) {
-    const ids = [...new Set(named.map((b) => b.id))];
-    const rows = await sql<{ id: string }[]>`
-      select id from brands where account_id = ${accountId} and id = any(${sql.array(ids)}::uuid[])`;
-    const known = new Set(rows.map((r) => r.id));
-    const missing = named.find((b) => !known.has(b.id));
-    if (missing) throw invalidField(missing.at, `Brand ${missing.id} is not a brand of this account.`);
-  }
+  const known = await accountBrandsAmong(
+    sql,
+    accountId,
+    named.map((b) => b.id),
+  );
+  const missing = named.find((b) => !known.has(b.id));
+  if (missing) throw invalidField(missing.at, `Brand ${missing.id} is not a brand of this account.`);
   return { node, schema };
+}
+
+/**
+ * Which of these (lowercased) ids are brands of the account, deleted ones included: contacts keep a
+ * deleted brand's id, and a filter (the search's or the export's shorthand) may ask for them.
+ */
+export async function accountBrandsAmong(sql: Sql, accountId: string, ids: readonly string[]): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await sql<{ id: string }[]>`
+    select id::text from brands where account_id = ${accountId} and id = any(${sql.array([...new Set(ids)])}::uuid[])`;
+  return new Set(rows.map((r) => r.id));
 }
 
 export interface SearchRequest {
