@@ -23,7 +23,8 @@
  * The dba step runs in a database of its own, dropped after it (bench/steps/dba.ts), so it adds nothing
  * to the imports' peak; its own peak (its contacts after file B's upserts, the COPY's table of B, the
  * WAL) is below import B's, which has B's object and merge table besides, and below import A's
- * without B.
+ * without B. The pgloader step (bench/steps/pgloader.ts) writes the same tables the same way, in a
+ * database of its own too.
  * The mixed step drops the run's contacts before its import of file A into another account
  * (bench/index.ts), which then peaks like import A alone: it adds nothing either. (When it did not,
  * its import added a third set of contacts beside A's and B's: 5 × more, 108 GB for the default steps.)

@@ -29,10 +29,10 @@ export interface ShapePaths extends FilePaths {
   flat?: FilePaths;
 }
 
-/** The per-shape steps' files, in RUN_ORDER (none when none of l1, dba, a runs). */
+/** The per-shape steps' files, in RUN_ORDER (none when none of l1, dba, pgloader, a runs). */
 export function shapePaths(opts: PlanOptions, dir: string): ShapePaths[] {
   const has = (s: string) => opts.steps.includes(s);
-  if (!has('l1') && !has('dba') && !has('a')) return [];
+  if (!has('l1') && !has('dba') && !has('pgloader') && !has('a')) return [];
   const flat = opts.flatRows > 0 && opts.rows > opts.flatRows && (has('dba') || has('a'));
   return RUN_ORDER.filter((s) => opts.shapes.includes(s)).map((shape) => {
     const pair = (rows: number): FilePaths => ({
@@ -70,7 +70,9 @@ export function diskPlan(
   const wide = shapes.find((s) => s.shape === 'wide');
   const ab = (p: FilePaths) => [p.a, ...(p.b ? [p.b] : [])];
   const files = wide ? ab(wide) : wideA ? [wideA] : [];
-  const wideImportA = !!wide && (has('a') || has('dba'));
+  // The dba and pgloader steps write import A's contacts (and B's over them) in a database of their own.
+  const peer = has('dba') || has('pgloader');
+  const wideImportA = !!wide && (has('a') || peer);
   // gzip, report or fair after A: A's contacts stay while a second import of A, into another
   // account, peaks (the report step deletes each of its runs' contacts before the next). The mixed
   // step drops them first: its import peaks like import A alone.
@@ -82,7 +84,7 @@ export function diskPlan(
     shape,
     rows,
     files: ab(p),
-    importA: has('a') || has('dba'),
+    importA: has('a') || peer,
     importB: has('b'),
   });
   const others = shapes.flatMap((s) => [

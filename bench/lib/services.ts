@@ -4,7 +4,7 @@
  * migrations, then the API and the worker as child processes on a free port. Children log to files
  * under `$DATA_DIR/logs`, so their output costs what it costs in production without flooding the table.
  */
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, existsSync, openSync } from 'node:fs';
 import { mkdir, readdir, readFile, readlink, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
@@ -12,6 +12,7 @@ import { loadConfig, type Config } from '../../src/config';
 import { connect, type Sql } from '../../src/db';
 import { migrate } from '../../src/migrate';
 import { freePort } from '../../src/embedded';
+import { aptInstall } from '../../src/embedded/ports';
 import { citusWorkerUrls, formCluster, VENDORED_CITUS_SRC } from '../../src/embedded/citus';
 import { resolveDatabaseUrl, resolveRedisUrl, type Resolved } from '../../src/embedded/urls';
 
@@ -33,6 +34,8 @@ export interface Infra {
 }
 
 export interface ScratchDatabase {
+  /** for a client of its own (pgloader) */
+  url: string;
   sql: Sql;
   drop(): Promise<void>;
 }
@@ -105,6 +108,7 @@ async function scratchDatabase(url: string, suffix: string, say: (m: string) => 
     throw e;
   }
   return {
+    url: u.toString(),
     sql,
     async drop() {
       await sql.end({ timeout: 5 }).catch(() => {});
@@ -292,6 +296,27 @@ async function waitWorkerStarted(child: Child): Promise<void> {
     await Bun.sleep(100);
   }
   throw new Error(`${child.name} did not log "worker started" within 60 s; see ${child.logFile}`);
+}
+
+/**
+ * The pgloader executable for the pgloader step (bench/steps/pgloader.ts): Debian's package, installed
+ * with apt-get when missing and the bench runs as root, as the embedded Redis gets redis-server.
+ */
+export async function pgloaderBinary(log: (m: string) => void): Promise<string> {
+  const installed = () => Bun.which('pgloader') ?? (existsSync('/usr/bin/pgloader') ? '/usr/bin/pgloader' : undefined);
+  const found = installed();
+  if (found) return found;
+  if (process.getuid?.() !== 0)
+    throw new Error(
+      'pgloader not found: install it (Debian/Ubuntu: sudo apt-get install -y pgloader) or leave step pgloader out',
+    );
+  log('[services] pgloader not found: apt-get install -y pgloader');
+  const started = Date.now();
+  await aptInstall(['pgloader']);
+  log(`[services] installed pgloader in ${((Date.now() - started) / 1000).toFixed(1)}s`);
+  const path = installed();
+  if (!path) throw new Error('apt-get installed pgloader, but no pgloader executable is on the PATH or in /usr/bin');
+  return path;
 }
 
 /** Kilobytes of a /proc/<pid>/status field (VmHWM = peak RSS, VmRSS = current), undefined without /proc. */

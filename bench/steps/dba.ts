@@ -22,8 +22,12 @@ import type { FileMeta } from '../lib/generate';
 import type { Infra } from '../lib/services';
 import { shapeOf, type Shape, type ShapeName } from '../lib/shapes';
 
-const TABLE = 'dba_rows';
-const upsertOf = (shape: Shape) => Bun.file(new URL(`./dba/${shape.upsertFile}`, import.meta.url)).text();
+/** The staging table the upsert reads (its statements name it). */
+export const STAGING_TABLE = 'dba_rows';
+/** The shape's upsert statement, `$1` the account id: the dba step's and the pgloader step's (pgloader.ts). */
+export const upsertOf = (shape: Shape) => Bun.file(new URL(`./dba/${shape.upsertFile}`, import.meta.url)).text();
+/** The upsert transaction's work_mem: the DISTINCT ON's sort in memory, as the import's dedupe. */
+export const UPSERT_WORK_MEM = '1GB';
 
 export interface DbaFileRun {
   file: 'A' | 'B';
@@ -66,7 +70,7 @@ export async function runDba(
       if (files.b) await expectContacts(sql, account.id, files.b.normal, `after file B${shape.suffix}`);
       return { shape: shape.name, accountId: account.id, a, b };
     } finally {
-      await sql.unsafe(`drop table if exists ${TABLE}`);
+      await sql.unsafe(`drop table if exists ${STAGING_TABLE}`);
       if (!scratch) await dropAccountContacts(sql, account.id);
     }
   } finally {
@@ -90,20 +94,15 @@ async function loadFile(
   file: FileMeta,
   name: 'A' | 'B',
 ): Promise<DbaFileRun> {
-  const columns = shape.columns.map((c) => c.toLowerCase());
   const label = `file ${name}${shape.suffix}`;
-  await sql.unsafe(`drop table if exists ${TABLE}`);
-  // row_no: the file's order, which DISTINCT ON needs to keep each email's last row.
-  const text = columns.map((c) => `${c} text`).join(', ');
-  const list = columns.join(', ');
-  await sql.unsafe(`create unlogged table ${TABLE} (row_no bigint generated always as identity, ${text})`);
+  const list = (await createStaging(sql, shape)).join(', ');
   await runFiles.ready(file);
   log(`[dba] ${label}: COPY, then the upsert`);
   const cpuStart = await sampleCpu(probes);
   const started = performance.now();
   const writable = await sql
     // An empty cell as '' rather than NULL, so the statement's checks need no null case.
-    .unsafe(`copy ${TABLE} (${list}) from stdin with (format csv, header, force_not_null (${list}))`)
+    .unsafe(`copy ${STAGING_TABLE} (${list}) from stdin with (format csv, header, force_not_null (${list}))`)
     .writable();
   await pipeline(createReadStream(file.path, { highWaterMark: 1 << 20 }), writable);
   const copied = performance.now();
@@ -112,7 +111,7 @@ async function loadFile(
   await runFiles.read(file);
   const resumed = performance.now();
   const result = await sql.begin(async (tx) => {
-    await tx`set local work_mem = '1GB'`; // the DISTINCT ON's sort in memory, as the import's dedupe
+    await tx.unsafe(`set local work_mem = '${UPSERT_WORK_MEM}'`);
     return tx.unsafe(upsert, [accountId]);
   });
   const done = performance.now();
@@ -132,7 +131,21 @@ async function loadFile(
   return run;
 }
 
-async function expectContacts(sql: Sql, accountId: string, want: number, when: string): Promise<void> {
+/**
+ * The staging table made anew: UNLOGGED, a text column per column of the shape's file (its header
+ * lowercased), in its order; returns those columns. row_no: the file's order, which DISTINCT ON needs
+ * to keep each email's last row.
+ */
+export async function createStaging(sql: Sql, shape: Shape): Promise<string[]> {
+  const columns = shape.columns.map((c) => c.toLowerCase());
+  const text = columns.map((c) => `${c} text`).join(', ');
+  await sql.unsafe(`drop table if exists ${STAGING_TABLE}`);
+  await sql.unsafe(`create unlogged table ${STAGING_TABLE} (row_no bigint generated always as identity, ${text})`);
+  return columns;
+}
+
+/** The account holds `want` contacts (import A's: the file's distinct good emails), else throws. */
+export async function expectContacts(sql: Sql, accountId: string, want: number, when: string): Promise<void> {
   const [{ n } = { n: -1 }] = await sql<{ n: number }[]>`
     select count(*)::int as n from contacts where account_id = ${accountId}`;
   if (n !== want) throw new Error(`dba ${when}: the account holds ${n} contacts, import A gives ${want}`);
