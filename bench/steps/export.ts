@@ -62,7 +62,7 @@ const CONNECTIONS = 32;
 const MIN_REQUESTS = 1000;
 const COMPRESSIONS = ['none', 'gzip'] as const;
 /** The windows a load span is cut into (latency-series.ts), and how many of the slowest are logged. */
-const SERIES_SECONDS = 10;
+export const SERIES_SECONDS = 10;
 const WORST_LOGGED = 5;
 type Compression = (typeof COMPRESSIONS)[number];
 

@@ -1,43 +1,14 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { existsSync } from 'node:fs';
-import puppeteer, { type Browser } from 'puppeteer-core';
+import type { Browser } from 'puppeteer-core';
 import { serveTestApi, type ServedApi } from '../helpers/api-server';
-
-/** Debian's chromium, installed with apt-get when missing (as src/embedded/redis.ts installs redis-server). */
-async function findChromium(): Promise<string> {
-  const found = Bun.which('chromium') ?? (existsSync('/usr/bin/chromium') ? '/usr/bin/chromium' : null);
-  if (found) return found;
-  if (process.getuid?.() !== 0) throw new Error('chromium not found: sudo apt-get install -y chromium');
-  const apt = async (...args: string[]) => {
-    const proc = Bun.spawn(['apt-get', '-o', 'DPkg::Lock::Timeout=300', ...args], {
-      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-      stdout: 'pipe',
-      stderr: 'pipe',
-    });
-    const err = await new Response(proc.stderr).text();
-    return { code: await proc.exited, err };
-  };
-  let r = await apt('install', '-y', 'chromium');
-  if (r.code !== 0) {
-    // A fresh machine may have no package lists yet: update once, then retry.
-    await apt('update');
-    r = await apt('install', '-y', 'chromium');
-  }
-  if (r.code !== 0) throw new Error(`apt-get install -y chromium failed (exit ${r.code}):\n${r.err.slice(-2000)}`);
-  return Bun.which('chromium') ?? '/usr/bin/chromium';
-}
+import { launchChromium } from '../helpers/chromium';
 
 let api: ServedApi;
 let browser: Browser;
 
 beforeAll(async () => {
-  const executablePath = await findChromium();
+  browser = await launchChromium();
   api = await serveTestApi();
-  browser = await puppeteer.launch({
-    executablePath,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
-  });
 }, 600_000);
 
 afterAll(async () => {
