@@ -62,7 +62,35 @@ export interface ImportRun {
   pageWrites?: PageWrites;
   /** CPU seconds each process spent in each phase (with `sampleCpu`) */
   cpu?: { phase: string; cpu: CpuSample }[];
+  /** the import looked at once a second (less often as a long one goes on) from the upload's end to success */
+  series?: ImportSample[];
 }
+
+/**
+ * One look at a running import. Rows a second and each process's CPU over time are the differences
+ * of two looks (bench/report/import-timeline.ts); the phase totals above cannot show a merge that
+ * slows as it goes, or a read that waits for PostgreSQL.
+ */
+export interface ImportSample {
+  /** seconds since the upload's end */
+  at: number;
+  phase: string;
+  /** rows merged so far (the import's checkpoint) */
+  merged: number;
+  /** bytes of the file the worker had read, in the read phase (its file descriptor's offset) */
+  readBytes?: number;
+  /** CPU seconds so far by process (cpu.ts), with `sampleCpu` */
+  cpu?: CpuSample;
+}
+
+/** How often the series looks at first: once a second costs one read of /proc, as SystemSampler's. */
+const SERIES_MS = 1000;
+/**
+ * Looks kept at most: at this many, every other one goes and the pace halves, so the looks stay
+ * evenly spread and an hour's import adds tens of kB to the result file, not a megabyte. A chart of
+ * 860 px needs no more.
+ */
+const SERIES_MAX = 240;
 
 export interface PageWrites {
   checkpoints: number;
@@ -206,6 +234,9 @@ export async function runImportFlow(
   let lastGet = 0;
   const checkpointMoves: { at: number; checkpoint: number }[] = [];
   let lastCheckpoint = -1;
+  let series: ImportSample[] = [];
+  let lastLook = -Infinity;
+  let lookEveryMs = SERIES_MS;
   for (;;) {
     // The phase column is sampled often (cheap, direct SQL); the API is polled like a client would.
     const [row] = await ctx.sql<
@@ -220,6 +251,23 @@ export async function runImportFlow(
       const at = performance.now();
       opts.onPhase?.(phase, at);
       phases.push({ phase, at, cpu: await opts.sampleCpu?.() });
+    }
+    if (performance.now() - lastLook >= lookEveryMs && row) {
+      lastLook = performance.now();
+      const readBytes = phase === 'read' ? await readOffset(ctx.workerPid, id) : undefined;
+      const cpu = await opts.sampleCpu?.();
+      const at = (lastLook - started) / 1000;
+      series.push({
+        at,
+        phase,
+        merged: row.checkpoint,
+        ...(readBytes !== undefined && { readBytes }),
+        ...(cpu && { cpu }),
+      });
+      if (series.length >= SERIES_MAX) {
+        series = series.filter((_, k) => k % 2 === 0);
+        lookEveryMs *= 2;
+      }
     }
     if (phase === 'merge' && row!.checkpoint !== lastCheckpoint) {
       // The first sight of the merge phase starts the clock; each checkpoint move ends a sample.
@@ -251,6 +299,13 @@ export async function runImportFlow(
   if (view.status !== 'success') throw new Error(`${label}: import ${id} failed: ${view.failureReason}`);
   progress.done('success');
   phases.push({ phase: 'end', at: ended, cpu: await opts.sampleCpu?.() });
+  const last = phases.at(-1)!;
+  series.push({
+    at: (ended - started) / 1000,
+    phase: 'success',
+    merged: view.rowCount ?? 0,
+    ...(last.cpu && { cpu: last.cpu }),
+  });
   const spans = phases.slice(0, -1).map((p, k) => ({ phase: p.phase, seconds: (phases[k + 1]!.at - p.at) / 1000 }));
   const peakKb = await procKb(ctx.workerPid, 'VmHWM');
   return {
@@ -268,5 +323,6 @@ export async function runImportFlow(
           .filter((p) => p.phase !== 'success')
       : undefined,
     ...(rssReset ? {} : { note: 'peak RSS not reset: includes earlier steps' }),
+    series,
   };
 }

@@ -37,6 +37,11 @@ export class PhaseTimeline {
     return this.marks[0]!.phase;
   }
 
+  /** Each mark's phase and its start in seconds after `origin` (ms, performance.now()): a chart's time axis. */
+  starts(origin: number): { phase: string; at: number }[] {
+    return this.marks.map((m) => ({ phase: m.phase, at: (m.at - origin) / 1000 }));
+  }
+
   /** Seconds in each phase, from its mark to the next; the last mark (`success`, `end`) only closes. */
   seconds(): Map<string, number> {
     const out = new Map<string, number>();

@@ -101,8 +101,13 @@ export function importChart(name: string, run: ImportData, file: FileInfo | unde
         '(rows/s of read and merge: the file’s rows over the phase’s seconds).',
     );
   if (!iv.some((i) => i.cores)) notes.push('CPU per process: not recorded by this run.');
-  if (!iv.some((i) => i.rowsPerSecond !== undefined)) notes.push('Rows/s: not recorded by this run.');
-  if (perSecond) notes.push('Rows/s of the read: bytes of the file read, as rows (the file’s rows spread evenly).');
+  const hasRates = iv.some((i) => i.rowsPerSecond !== undefined);
+  if (!hasRates && !perSecond) notes.push('Rows/s: not recorded by this run.');
+  // A rate needs two looks within one phase: an import of a few seconds may have none.
+  if (!hasRates && perSecond)
+    notes.push('Rows/s: no two looks (a second apart) fell within one phase of the read or merge.');
+  if (hasRates && perSecond)
+    notes.push('Rows/s of the read: bytes of the file read, as rows (the file’s rows spread evenly).');
   const xMax = Math.max(run.seconds, spans.at(-1)?.to ?? 0, iv.at(-1)?.to ?? 0);
   const width = 860;
   let points = 0;

@@ -84,8 +84,9 @@ export function latencyChart(c: LatencyChart): Chart {
 
 const answers = (s: Segment) => (s.requests === undefined ? '' : `, ${short(s.requests)} answers`);
 
-const windowSegments = (windows: readonly LatencyWindow[], seconds: number): Segment[] =>
-  windows.map((w) => ({ from: w.at, to: w.at + seconds, requests: w.requests, p50: w.p50, p99: w.p99 }));
+/** Windows as segments; the last one ends with the span (`end`), so its point sits within it. */
+const windowSegments = (windows: readonly LatencyWindow[], seconds: number, end: number): Segment[] =>
+  windows.map((w) => ({ from: w.at, to: Math.min(w.at + seconds, end), requests: w.requests, p50: w.p50, p99: w.p99 }));
 
 /** The mixed step's first form: each kind's one span during the merge against the idle span before it. */
 function mergeOnlyCharts(m: MergeOnlyMixed): Chart[] {
@@ -119,7 +120,7 @@ export function mixedCharts(m: MixedData | MergeOnlyMixed): Chart[] {
     const kind = (span: MixedData['idle'] | undefined) => span?.kinds.find((k) => k.scenario === scenario);
     const windows = series?.kinds.find((k) => k.scenario === scenario)?.windows;
     const segments = windows
-      ? windowSegments(windows, series!.windowSeconds)
+      ? windowSegments(windows, series!.windowSeconds, series!.phases.at(-1)?.at ?? Infinity)
       : phases.map((p) => ({ ...p, ...kind(m.phases.find((s) => s.name === p.phase))! }));
     const notes = windows
       ? []
@@ -144,7 +145,7 @@ export function exportCharts(e: ExportData): Chart[] {
   return e.loaded.map(({ load }, k) => {
     const windows = load.series;
     const segments = windows?.length
-      ? windowSegments(windows, EXPORT_WINDOW_SECONDS)
+      ? windowSegments(windows, EXPORT_WINDOW_SECONDS, load.seconds)
       : [{ from: 0, to: load.seconds, requests: load.requests, p50: load.p50, p99: load.p99 }];
     return latencyChart({
       title: `export: another account’s GET while ${load.name} runs`,

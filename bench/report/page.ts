@@ -24,7 +24,7 @@ svg text{font:11px system-ui,sans-serif;fill:#333}svg .title{fill:#555}
 .rate{stroke:#4e79a7;stroke-width:2.5}.phase{fill:#f4f4f4;stroke:#fff}.phase-name{fill:#888}
 .idle-band{fill:#59a14f;opacity:.25}.idle-ref{stroke:#59a14f;stroke-width:1.5}
 .limit{stroke:#e15759;stroke-dasharray:6 4}
-.series{fill:none;stroke-width:1.5}.series.p99,circle.p99{stroke:#e15759;fill:#e15759}
+.series{fill:none;stroke-width:1.5}.series.p99{stroke:#e15759}circle.p99{fill:#e15759}
 .series.p50{stroke:#4e79a7}circle.p50{fill:#4e79a7;stroke:none}
 .legend{font-size:12px;color:#444;margin:2px 0}.legend span{margin-right:14px}
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:-1px}

@@ -5,9 +5,10 @@
  * another, fresh account until that import is `success`, then idle again once no autovacuum runs.
  * Every answer counts in the import phase that was current when its request was sent
  * (phase-latency.ts), so each phase (read, dedupe, merge, finish) has its own req/s and exact p50/p99
- * per kind, and so has the whole import. Targets: in each of those phases each kind's p99 at most 2 ×
- * its idle p99, no errors, no non-2xx answers; a phase with too few requests of a kind is shown and
- * not judged. Idle is the mean of the two idle spans' p99s (bracketP99): the paced import lasts
+ * per kind, and so has the whole import; the import's load is also cut into 10 s windows by send
+ * time (`series`, drawn by bench/report/load-windows.ts). Targets: in each of those phases each
+ * kind's p99 at most 2 × its idle p99, no errors, no non-2xx answers; a phase with too few requests
+ * of a kind is shown and not judged. Idle is the mean of the two idle spans' p99s (bracketP99): the paced import lasts
  * minutes at 1M rows and hours at 25M, over which this machine's speed drifts, and one idle span
  * before it judged it against whatever moment that span met (at 1M a slow one made every phase
  * look 0.6 × idle). The span after waits for autovacuum to finish with the import's new rows
@@ -23,6 +24,7 @@ import { load, preflight, verify, type Scenario } from './http';
 import type { HttpTarget, PoolContact } from '../lib/types';
 import { runImportFlow, type ImportOptions } from '../lib/import-flow';
 import { bracketP99, inPhaseOrder, PhaseLoad, PhaseTimeline, type Figures } from '../lib/phase-latency';
+import { LatencySeries, type SeriesWindow } from '../lib/latency-series';
 import { contactPool } from '../lib/baseline';
 import { checkImport } from '../lib/verify';
 
@@ -41,6 +43,11 @@ const JUDGED_PHASES = ['read', 'dedupe', 'merge', 'finish'];
 const MIN_REQUESTS = 1000;
 /** How long the idle span after the import waits at most for autovacuum to finish with its rows. */
 const AUTOVACUUM_WAIT_S = 300;
+/**
+ * The import's load also in windows of this many seconds by send time (latency-series.ts): when in a
+ * phase its tail came. A window's histogram holds 80 kB a kind, about 25 MB for an hour's import.
+ */
+const SERIES_SECONDS = 10;
 
 export interface MixedFigures extends Figures {
   scenario: Scenario;
@@ -72,6 +79,14 @@ export interface MixedRun {
   p99RatioTarget: number;
   /** answers of a kind a phase needs for its p99 to be judged */
   minRequests: number;
+  /** the import's load per window, each phase's start in seconds from the end of the upload */
+  series?: MixedSeries;
+}
+
+export interface MixedSeries {
+  windowSeconds: number;
+  phases: { phase: string; at: number }[];
+  kinds: { scenario: Scenario; windows: SeriesWindow[] }[];
 }
 
 interface Ctx {
@@ -118,11 +133,13 @@ export async function runMixed(
     const tag = `mixed-${runId}-import`;
     let timeline: PhaseTimeline | undefined;
     let busy: Load | undefined;
+    let origin = 0;
     const onPhase = (phase: string, at: number) => {
       if (!timeline) {
         timeline = new PhaseTimeline(phase, at);
+        origin = at;
         // Stopped at success; the duration only bounds a load whose import never ends.
-        busy = startLoad(target, pool, tag, opts.timeoutSeconds + 60, timeline);
+        busy = startLoad(target, pool, tag, opts.timeoutSeconds + 60, timeline, at);
       } else timeline.mark(phase, at);
       if (phase === 'success' || phase === 'failed') busy!.stop();
     };
@@ -154,6 +171,13 @@ export async function runMixed(
       span(p, seconds.get(p) ?? 0, JUDGED_PHASES.includes(p), [p], busy!),
     );
     const wholeSeconds = seen.reduce((t, p) => t + seconds.get(p)!, 0);
+    // Windows of requests sent after `success` belong to no phase of the import.
+    const windowCount = Math.ceil(wholeSeconds / SERIES_SECONDS);
+    const series: MixedSeries = {
+      windowSeconds: SERIES_SECONDS,
+      phases: timeline!.starts(origin),
+      kinds: busy!.kinds.map((k) => ({ scenario: k.scenario, windows: k.series!.windows().slice(0, windowCount) })),
+    };
     log(`[mixed] import A verified; the load ran through its ${wholeSeconds.toFixed(1)} s`);
     return {
       idle,
@@ -164,6 +188,7 @@ export async function runMixed(
       importSeconds: run.seconds,
       p99RatioTarget: P99_RATIO_TARGET,
       minRequests: MIN_REQUESTS,
+      series,
     };
   } finally {
     await dropAccountContacts(ctx.sql, importer.id);
@@ -194,26 +219,36 @@ export function idleReference(m: MixedRun, kind: number): number {
 }
 
 interface Load {
-  kinds: { scenario: Scenario; phases: PhaseLoad; instance: Instance }[];
+  kinds: { scenario: Scenario; phases: PhaseLoad; instance: Instance; series?: LatencySeries }[];
   stop(): void;
   /** performance.now() when every kind's load has ended */
   ended: Promise<number>;
 }
 
-/** The three kinds at once, each answer put in the timeline's phase of its request's send time. */
+/**
+ * The three kinds at once, each answer put in the timeline's phase of its request's send time and,
+ * given `seriesFrom` (ms, performance.now()), in its window of a series starting then.
+ */
 function startLoad(
   target: HttpTarget,
   pool: readonly PoolContact[],
   tag: string,
   seconds: number,
   timeline: PhaseTimeline,
+  seriesFrom?: number,
 ): Load {
   const kinds = KINDS.map((scenario) => {
     const phases = new PhaseLoad(timeline);
+    const series = seriesFrom === undefined ? undefined : new LatencySeries(SERIES_SECONDS);
+    series?.begin(seriesFrom!);
     const instance = load(target, scenario, pool, `${tag}-${scenario}`, CONNECTIONS[scenario], seconds);
-    instance.on('response', (_client, status, _bytes, ms) => phases.response(performance.now(), ms, status));
+    instance.on('response', (_client, status, _bytes, ms) => {
+      const now = performance.now();
+      phases.response(now, ms, status);
+      series?.add(now - ms, ms);
+    });
     instance.on('reqError', () => phases.error(performance.now()));
-    return { scenario, phases, instance };
+    return { scenario, phases, instance, series };
   });
   const ended = Promise.all(kinds.map((k) => k.instance)).then(() => performance.now());
   return { kinds, stop: () => kinds.forEach((k) => k.instance.stop()), ended };
