@@ -107,7 +107,10 @@ export function importChart(name: string, run: ImportData, file: FileInfo | unde
   if (!hasRates && perSecond)
     notes.push('Rows/s: no two looks (a second apart) fell within one phase of the read or merge.');
   if (hasRates && perSecond)
-    notes.push('Rows/s of the read: bytes of the file read, as rows (the file’s rows spread evenly).');
+    notes.push(
+      'Rows/s of the read: bytes of the file read, as rows (the file’s rows spread evenly); of the merge: its ' +
+        'checkpoint, which moves a batch of 100,000 rows at a time, so a second sees none or a batch or two.',
+    );
   const xMax = Math.max(run.seconds, spans.at(-1)?.to ?? 0, iv.at(-1)?.to ?? 0);
   const width = 860;
   let points = 0;
