@@ -38,8 +38,6 @@ export interface PgloaderFileRun {
   upserted: number;
   /** CPU seconds (user + system) in that span: the PostgreSQL server's, backends included, and pgloader's */
   cpu?: CpuSample;
-  /** pgloader's peak RSS */
-  peakRssMb?: number;
 }
 
 export interface PgloaderRun {
@@ -127,7 +125,6 @@ export async function loadFile(
     cpu: probes.length
       ? { ...cpuDelta(cpuStart, cpuDone), ...(usage && { pgloader: Number(usage.cpuTime.total) / 1e6 }) }
       : undefined,
-    peakRssMb: usage && usage.maxRSS / 2 ** 20,
   };
   log(`[pgloader] ${label}: ${seconds.toFixed(2)} s, ${upserted} contacts`);
   return run;
