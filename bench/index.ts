@@ -1,11 +1,12 @@
 /**
  * `bun run bench [-- --rows N] [--duration S] [--connections C] [--strict] [--lean]
- *   [--steps l1,dba,a,b,search,http,export,mixed,events,suppression-check,profile,gzip,report,fair,small]
+ *   [--steps l1,dba,pgloader,a,b,search,http,export,mixed,events,suppression-check,profile,gzip,report,fair,small]
  *   [--shapes wide,narrow] [--search-runs N]
  *   [--flat-rows N] [--no-flat] [--citus] [--citus-workers N]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
- * L1, the dba step, import A and import B for each file shape (steps/shape-steps.ts; above 1M rows also
- * on the shapes' 1M files, steps/flat.ts), when asked for the search step after each shape's import B
+ * L1, the dba step, the pgloader step, import A and import B for each file shape
+ * (steps/shape-steps.ts; above 1M rows the dba step and the imports also on the shapes' 1M files,
+ * steps/flat.ts), when asked for the search step after each shape's import B
  * (steps/search.ts), then the HTTP load (and, when asked for, profile, gzip, report and
  * fair) on the wide shape, the mixed step and, when asked for, the events step (steps/events.ts) and
  * the suppression-check step (steps/suppression-check.ts), verifies
@@ -13,6 +14,8 @@
  * the HTTP step and the small imports (steps/small-import.ts) run again on the embedded Citus cluster after
  * that, and a table sets the two side by side with what each node's CPU did per row and per request.
  * Exit 1 when a run or a verification fails (and with --strict when a target is missed).
+ * Beside the JSON, bench/results/<timestamp>.html draws the run (bench/report/page.ts);
+ * `bun run bench report <result.json> …` draws it again from a JSON.
  */
 import { join } from 'node:path';
 import { mkdir } from 'node:fs/promises';
@@ -60,6 +63,7 @@ import { cpuTargets, evaluateTargets, mixedTargets, phaseTable, reportCostTarget
 import { runOnCitus, type DatabaseRun } from './steps/citus';
 import { cpuSampler, httpStep } from './steps/import-and-http';
 import { contactStorage } from './lib/storage';
+import { reportCommand } from './report/command';
 
 /**
  * Only when asked for: `profile` (the read phase's components, one pass each over file A), `gzip`
@@ -75,6 +79,7 @@ import { contactStorage } from './lib/storage';
 const STEPS = [
   'l1',
   'dba',
+  'pgloader',
   'a',
   'b',
   'search',
@@ -92,7 +97,7 @@ const STEPS = [
 // Not `events`: at the default 25M rows it would add 45-50 minutes to a run of about three hours. Nor
 // `suppression-check`: its three lists of 10M records take ~7 GB and 200 s to load. Nor `search`
 // (issue 56): 50 rounds of every filter's count, which may take seconds each at 25M rows.
-const DEFAULT_STEPS: Step[] = ['l1', 'dba', 'a', 'b', 'http', 'mixed'];
+const DEFAULT_STEPS: Step[] = ['l1', 'dba', 'pgloader', 'a', 'b', 'http', 'mixed'];
 type Step = (typeof STEPS)[number];
 
 function parseArgs(argv: string[]) {
@@ -243,7 +248,8 @@ async function main(): Promise<number> {
     const runFiles = new RunFiles(lean, generated, log);
     result.shapes = runs;
 
-    for (const run of runs) await copySteps(infra, runId, run, { l1: has('l1'), dba: has('dba') }, runFiles, log);
+    const copied = { l1: has('l1'), dba: has('dba'), pgloader: has('pgloader') };
+    for (const run of runs) await copySteps(infra, runId, run, copied, runFiles, log);
     let profile: Awaited<ReturnType<typeof profileRead>> | undefined;
     if (has('profile')) {
       await runFiles.ready(fileA());
@@ -411,6 +417,7 @@ async function main(): Promise<number> {
         ratioToL1: wideRun?.l1 ? gzipRun.seconds / wideRun.l1.seconds : undefined,
         workerPeakRssMb: gzipRun.workerPeakRssMb,
       });
+    result.load = load;
     const flat = flatRows(shown);
     const targets: Target[] = [
       ...evaluateTargets(load, http),
@@ -453,7 +460,7 @@ async function main(): Promise<number> {
     if (suppressionCheck) console.log(`${suppressionCheckTable(suppressionCheck)}\n`);
     if (citus) console.log(`${sideBySide(single, citus, fileA())}\n`);
     else if (single.small) console.log(`${smallLine(single)}\n`);
-    else if (runs.some((r) => r.dba || r.importA?.cpu) || http.some((h) => h.cpuMsPerRequest))
+    else if (runs.some((r) => r.dba || r.pgloader || r.importA?.cpu) || http.some((h) => h.cpuMsPerRequest))
       console.log(`${cpuTable([single], wideA)}\n`);
     for (const t of targets) {
       const verdict = !t.pass ? 'MISS' : t.judged === false ? 'SKIP' : 'PASS';
@@ -464,6 +471,8 @@ async function main(): Promise<number> {
     const checked = [
       imported && `import counts, contact totals, ${opts.samples} sampled contacts per import`,
       runs.some((r) => r.dba) && 'dba step: contacts written per file and the account total',
+      runs.some((r) => r.pgloader) &&
+        "pgloader step: as the dba step's, and per file the staged rows' count and order and a sample's cells",
       runs.some((r) => r.flat) && `the same for the ${sizeLabel(opts.flatRows)} files`,
       reportCost && 'report step: counts and contact totals per run, each report counted per reason or its 404',
       fair && `fair step: import A as import A, each small import's counts and contacts`,
@@ -519,4 +528,6 @@ for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
+// `bun run bench report <result.json>`: an earlier result's HTML report, drawn without a run.
+if (process.argv[2] === 'report') process.exit(await reportCommand(process.argv.slice(3)));
 process.exit(await main());

@@ -16,10 +16,23 @@ import type { DatabaseRun } from '../steps/citus';
 import type { ShapeRun } from '../steps/shape-steps';
 import { SMALL_ROWS } from '../steps/small-import';
 import { SHAPES } from './shapes';
+import { writeHtmlBeside } from '../report/command';
 
 export function loadTable(rows: LoadRow[]): string {
   return table(
-    ['step', 'rows', 'seconds', 'rows/s', 'MB/s', 'x L1', 'target', 'x dba', 'target', 'worker peak RSS MB'],
+    [
+      'step',
+      'rows',
+      'seconds',
+      'rows/s',
+      'MB/s',
+      'x L1',
+      'target',
+      'x dba',
+      'target',
+      'x pgloader',
+      'worker peak RSS MB',
+    ],
     rows.map((r) => [
       r.step,
       fmtInt(r.rows),
@@ -30,6 +43,7 @@ export function loadTable(rows: LoadRow[]): string {
       r.target === undefined ? '-' : `<= ${r.target}`,
       fix(r.ratioToDba, 2),
       r.dbaTarget === undefined ? '-' : `<= ${r.dbaTarget}`,
+      fix(r.ratioToPgloader, 2),
       fix(r.workerPeakRssMb, 0),
     ]),
   );
@@ -121,6 +135,9 @@ export async function writeResults(dir: string, result: object): Promise<string>
   await mkdir(dir, { recursive: true });
   const path = join(dir, `${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   await Bun.write(path, `${JSON.stringify(result, null, 2)}\n`);
+  // The HTML report beside it (bench/report). A chart that cannot be drawn must not fail a run whose
+  // JSON is written: `bun run bench report <file>` draws it again once the chart is fixed.
+  await writeHtmlBeside(path, result).catch((e) => console.error(`[bench] no HTML report for ${path}: ${e}`));
   return path;
 }
 
@@ -274,9 +291,10 @@ const rowsPerSecond = (r: DatabaseRun, fileA: FileMeta) => (r.importA ? fileA.ro
 const bytesPer = (r: DatabaseRun) => (r.storage?.contacts ? r.storage.bytes / r.storage.contacts : undefined);
 
 /**
- * What each process tree's CPU did per 1M rows of the file (the dba step's COPY and upsert, each
- * import phase) and per answered request, by file shape (`import A (narrow) read`). A run without
- * `shapes` (the cluster's) has the wide file A's import A alone.
+ * What each process tree's CPU did per 1M rows of the file (the dba step's COPY and upsert, the
+ * pgloader step's load and upsert together, each import phase) and per answered request, by file
+ * shape (`import A (narrow) read`). A run without `shapes` (the cluster's) has the wide file A's
+ * import A alone.
  */
 export function cpuTable(runs: DatabaseRun[], fileA: FileMeta | undefined): string {
   const lines: { name: string; cpu: Record<string, number> }[] = [];
@@ -294,6 +312,15 @@ export function cpuTable(runs: DatabaseRun[], fileA: FileMeta | undefined): stri
         if (!d?.cpu || !file) continue;
         lines.push({ name: `${r.label}: ${name} COPY, s per 1M rows`, cpu: perM(d.cpu.copy, file.rows) });
         lines.push({ name: `${r.label}: ${name} upsert, s per 1M rows`, cpu: perM(d.cpu.upsert, file.rows) });
+      }
+      for (const key of ['a', 'b'] as const) {
+        const p = s.pgloader?.[key];
+        const file = s.files[key];
+        if (p?.cpu && file)
+          lines.push({
+            name: `${r.label}: ${shape.label(`pgloader ${key.toUpperCase()}`)} load + upsert, s per 1M rows`,
+            cpu: perM(p.cpu, file.rows),
+          });
       }
       for (const key of ['a', 'b'] as const) {
         const run = key === 'a' ? s.importA : s.importB;

@@ -24,6 +24,8 @@ export interface LoadRow {
   /** seconds of this step over seconds of the dba step's statement for the same file */
   ratioToDba?: number;
   dbaTarget?: number;
+  /** seconds of this step over seconds of the pgloader step for the same file (bench/steps/pgloader.ts) */
+  ratioToPgloader?: number;
   workerPeakRssMb?: number;
 }
 

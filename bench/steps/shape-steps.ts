@@ -1,7 +1,7 @@
 /**
  * The steps that run once per file shape (`--shapes`, bench/lib/shapes.ts): L1 (the COPY of the shape's
- * file A), the dba step (its files A and B), then import A and import B into an account of the
- * shape, each verified. When the run has more than 1M rows (`--flat-rows`), the dba step and the
+ * file A), the dba step and the pgloader step (each on its files A and B), then import A and import B
+ * into an account of the shape, each verified. When the run has more than 1M rows (`--flat-rows`), the dba step and the
  * imports also run on the shape's 1M files (the first 1,000,000 rows of the same generator) just
  * before the run's own, their contacts dropped after: seconds per 1M rows at both sizes in one run
  * (flat.ts).
@@ -11,6 +11,7 @@
  */
 import { createBenchAccount, dropAccountContacts, type BenchAccount } from '../lib/account';
 import { runDba, type DbaRun } from './dba';
+import { runPgloader, type PgloaderRun } from './pgloader';
 import type { RunFiles } from '../lib/files';
 import type { FileMeta } from '../lib/generate';
 import type { ImportOptions, ImportRun } from '../lib/import-flow';
@@ -46,6 +47,8 @@ export interface ShapeRun {
   files: ShapeFiles;
   l1?: L1Result;
   dba?: DbaRun;
+  /** the peer tool: the dba step's upsert as pgloader's after-load SQL (not on the small files) */
+  pgloader?: PgloaderRun;
   importA?: ImportRun;
   importB?: ImportRun;
   /** the account of the imports (its contacts dropped after them, but for the wide shape's) */
@@ -55,14 +58,15 @@ export interface ShapeRun {
 }
 
 /**
- * L1 and the dba step of one shape, before the service starts (as the bench always ran them, so
- * the peer's figures owe nothing to an idle API and worker); the dba step on the small files first.
+ * L1, the dba step and the pgloader step of one shape, before the service starts (as the bench always
+ * ran them, so the peers' figures owe nothing to an idle API and worker); the dba step on the small
+ * files first.
  */
 export async function copySteps(
   infra: Infra,
   runId: string,
   run: ShapeRun,
-  steps: { l1: boolean; dba: boolean },
+  steps: { l1: boolean; dba: boolean; pgloader: boolean },
   runFiles: RunFiles,
   log: (m: string) => void,
 ): Promise<void> {
@@ -71,10 +75,12 @@ export async function copySteps(
     run.l1 = await runL1(infra.sql, run.files.a);
     await runFiles.read(run.files.a);
   }
-  if (!steps.dba) return;
-  if (run.flat)
-    run.flat.dba = await runDba(infra, `${runId} ${sizeLabel(run.flat.files.a.rows)}`, run.flat.files, runFiles, log);
-  run.dba = await runDba(infra, runId, run.files, runFiles, log);
+  if (steps.dba) {
+    if (run.flat)
+      run.flat.dba = await runDba(infra, `${runId} ${sizeLabel(run.flat.files.a.rows)}`, run.flat.files, runFiles, log);
+    run.dba = await runDba(infra, runId, run.files, runFiles, log);
+  }
+  if (steps.pgloader) run.pgloader = await runPgloader(infra, runId, run.files, runFiles, log);
 }
 
 /**
@@ -115,10 +121,13 @@ export async function importSteps(
     log(`[bench] the contacts of import A and B${shape.suffix} ${await dropAccountContacts(ctx.sql, account.id)}`);
 }
 
-/** The shape's rows of the load table: L1, the dba step's files, the imports against both. */
+/**
+ * The shape's rows of the load table: L1, the dba step's files, pgloader's (against L1 and dba), the
+ * imports against all three.
+ */
 export function loadRows(run: ShapeRun): LoadRow[] {
   const shape = SHAPES[run.shape];
-  const { l1, dba } = run;
+  const { l1, dba, pgloader } = run;
   const rows: LoadRow[] = [];
   const toL1 = (seconds: number) => (l1 ? seconds / l1.seconds : undefined);
   if (l1) rows.push({ step: shape.label('L1 COPY', 'baseline'), seconds: l1.seconds, rows: l1.rows, bytes: l1.bytes });
@@ -135,9 +144,24 @@ export function loadRows(run: ShapeRun): LoadRow[] {
       });
   }
   for (const key of ['a', 'b'] as const) {
+    const p = pgloader?.[key];
+    const file = run.files[key];
+    const d = dba?.[key];
+    if (p && file)
+      rows.push({
+        step: shape.label(`pgloader ${key.toUpperCase()}`, 'load + upsert'),
+        seconds: p.seconds,
+        rows: file.rows,
+        bytes: file.bytes,
+        ratioToL1: toL1(p.seconds),
+        ratioToDba: d ? p.seconds / d.seconds : undefined,
+      });
+  }
+  for (const key of ['a', 'b'] as const) {
     const imported = key === 'a' ? run.importA : run.importB;
     const file = run.files[key];
     const d = dba?.[key];
+    const p = pgloader?.[key];
     if (imported && file)
       rows.push({
         step: shape.label(`import ${key.toUpperCase()}`),
@@ -148,6 +172,7 @@ export function loadRows(run: ShapeRun): LoadRow[] {
         target: run.shape === 'wide' ? TARGET_X_L1[key] : undefined,
         ratioToDba: d ? imported.seconds / d.seconds : undefined,
         dbaTarget: d ? TARGET_X_DBA[key] : undefined,
+        ratioToPgloader: p ? imported.seconds / p.seconds : undefined,
         workerPeakRssMb: imported.workerPeakRssMb,
       });
   }
