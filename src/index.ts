@@ -1,5 +1,5 @@
 import { loadConfigOrExit } from './config';
-import { type NodeAddress, connect, DatabaseCircuit } from './db';
+import { type NodeAddress, apiPoolSize, connect, DatabaseCircuit } from './db';
 import { errorFields, log, setLogLevel } from './log';
 import { serveApi } from './http/server';
 import { resolveDatabaseUrl, resolveRedisUrl } from './embedded/urls';
@@ -11,6 +11,8 @@ import { migrate } from './migrate';
 import { closeAndExit, onStopSignals } from './shutdown';
 import { RateLimiter } from './ratelimit/limiter';
 import { RedisRateLimitStore } from './ratelimit/store';
+import { apiMetrics } from './metrics/api';
+import { serveMetrics } from './metrics/listener';
 
 const config = loadConfigOrExit();
 setLogLevel(config.logLevel);
@@ -21,7 +23,9 @@ const redis = await resolveRedisUrl(config);
 // and at once: its attempts are already spaced by the circuit.
 const probe = connect(db.url, 1, { appName: config.appName, connectTimeout: 1, reconnectDelay: () => 0 });
 const circuit = new DatabaseCircuit(() => probe`select 1`);
-const sql = connect(db.url, config.databasePoolSize, { appName: config.appName, onclose: () => circuit.suspect() });
+// One of a group of API processes on one port (src/cli/api-processes.ts) takes its part of the pool size.
+const poolSize = apiPoolSize(config);
+const sql = connect(db.url, poolSize, { appName: config.appName, onclose: () => circuit.suspect() });
 // Replicas starting together are safe: migrations run under an advisory lock.
 if (config.migrateOnStart) await migrate(sql, (m) => log('info', m));
 const storage = await createStore(config);
@@ -39,10 +43,21 @@ if (limiter && !(await limiter.ready(2_000))) log('warn', 'rate limit store not 
 const stop = new AbortController();
 // The contact fast path's pools to the cluster's other nodes, opened on first use (src/db/account-nodes.ts).
 const nodePool = (node: NodeAddress) =>
-  connect(db.url, config.databasePoolSize, { appName: config.appName, node, onclose: () => circuit.suspect() });
+  connect(db.url, poolSize, { appName: config.appName, node, onclose: () => circuit.suspect() });
 const deps = { config, sql, storage, queue, load, eventsHint, circuit, limiter, stop: stop.signal, nodePool };
-const server = serveApi(deps);
-log('info', 'api listening', { url: `http://${config.host}:${server.port}`, storage: storage.driver });
+const metrics = apiMetrics(deps);
+const server = serveApi(deps, undefined, metrics);
+log('info', 'api listening', {
+  url: `http://${config.host}:${server.port}`,
+  storage: storage.driver,
+  ...(config.apiProcessIndex !== undefined && { process: config.apiProcessIndex, of: config.apiProcesses, poolSize }),
+});
+// In a group, the shared port's /metrics reaches one process at random: each also serves its own
+// on a port of its own, one scrape target per process (docs/operations.md, "Metrics").
+const metricsServer =
+  config.apiProcessIndex !== undefined && config.apiMetricsPort > 0
+    ? serveMetrics(metrics.registry, { port: config.apiMetricsPort + config.apiProcessIndex, hostname: config.host })
+    : undefined;
 
 // Phased shutdown: stop accepting, let in-flight requests finish, then close pools.
 let stopping = false;
@@ -51,6 +66,7 @@ async function shutdown(signal: string) {
   stopping = true;
   log('info', 'api shutting down', { signal });
   await server.stop(false).catch((e) => log('error', 'server stop failed', errorFields(e)));
+  await metricsServer?.stop(true);
   stop.abort();
   await queue.close().catch(() => {});
   await load.close();

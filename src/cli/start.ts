@@ -1,9 +1,14 @@
 /**
  * `npm start`: the whole service on embedded defaults. Starts (or reuses) PostgreSQL and Redis when
  * no DATABASE_URL / REDIS_URL is configured, migrates, creates the demo account, runs the API and
- * the worker as supervised child processes (a child that dies is started again, see supervise.ts),
- * and stops everything it started on Ctrl-C / SIGTERM, and only then.
+ * the worker as supervised child processes (a child that dies is started again, see supervise.ts;
+ * API_PROCESSES API processes on one port, src/cli/api-processes.ts), says the stack is up once the
+ * API answers and the worker takes imports (on a cluster: with its first staging set made, so that
+ * the first import runs as fast as any later one), and stops everything it started on Ctrl-C /
+ * SIGTERM, and only then.
  */
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { loadConfigOrExit } from '../config';
 import { connect } from '../db';
 import { migrate } from '../migrate';
@@ -11,6 +16,7 @@ import { runDemo } from './admin/demo';
 import { resolveDatabaseUrl, resolveRedisUrl } from '../embedded/urls';
 import { Supervisor } from './supervise';
 import { childEnv } from './child-env';
+import { apiProcessSpecs } from './api-processes';
 
 const say = (msg: string) => console.error(`[start] ${msg}`);
 
@@ -50,25 +56,33 @@ const demo = await prepareDatabase().catch(async (e) => {
 });
 
 const env = childEnv(process.env, config, { database: db.url, redis: redis.url });
-for (const [name, entry] of [
-  ['api', 'src/index.ts'],
-  ['worker', 'worker/index.ts'],
-] as const) {
-  supervisor.start({ name, cmd: [process.execPath, entry], env });
-}
+const spawnedAt = Date.now();
+for (const spec of apiProcessSpecs(config, env)) supervisor.start(spec);
+supervisor.start({ name: 'worker', cmd: [process.execPath, 'worker/index.ts'], env });
 
 const base = `http://localhost:${config.port}`;
-for (let i = 0; ; i++) {
-  const ok = await fetch(`${base}/healthz`).then(
+const apiHealthy = () =>
+  fetch(`${base}/healthz`).then(
     (r) => r.ok,
     () => false,
   );
-  if (ok) break;
-  if (i > 300) {
-    say('the API did not become healthy within 30 s');
-    await stopAll(1);
+// The worker beats (worker/index.ts) once it takes imports.
+const workerStarted = () =>
+  stat(join(config.dataDir, 'worker-heartbeat')).then(
+    (s) => s.mtimeMs >= spawnedAt,
+    () => false,
+  );
+for (const [what, ready, seconds] of [
+  ['the API did not become healthy', apiHealthy, 30],
+  ['the worker did not start taking imports', workerStarted, 180],
+] as const) {
+  for (let i = 0; !(await ready()); i++) {
+    if (i > seconds * 10) {
+      say(`${what} within ${seconds} s`);
+      await stopAll(1);
+    }
+    await Bun.sleep(100);
   }
-  await Bun.sleep(100);
 }
 
 console.log(

@@ -1,5 +1,5 @@
 import postgres from 'postgres';
-import { DEFAULT_APP_NAME } from '../config';
+import { type Config, DEFAULT_APP_NAME } from '../config';
 import { guardPinned } from './pinned';
 import { trackPool } from './pool-usage';
 
@@ -76,4 +76,15 @@ export function connectBeside(sql: Sql, node: { host: string; port: number }, ex
  */
 export function reconnectDelaySeconds(failures: number): number {
   return Math.min(0.05 * 2 ** failures, 1);
+}
+
+/**
+ * Connections of one API process's pool: DATABASE_POOL_SIZE for an API that runs alone, and for
+ * each of a group of API_PROCESSES on one port (src/cli/api-processes.ts) its part of it, at least
+ * 2, so that a host's API opens about as many connections with one process as with one per core
+ * and the sum stays within what the database allows (docs/configuration.md, "Connections").
+ */
+export function apiPoolSize(config: Pick<Config, 'databasePoolSize' | 'apiProcesses' | 'apiProcessIndex'>): number {
+  if (config.apiProcessIndex === undefined) return config.databasePoolSize;
+  return Math.max(2, Math.floor(config.databasePoolSize / config.apiProcesses));
 }

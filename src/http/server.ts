@@ -116,6 +116,9 @@ export function serveApi(
   return Bun.serve({
     port: listen.port,
     hostname: listen.hostname,
+    // One of a group of API processes on one port (src/cli/api-processes.ts): the kernel spreads
+    // the connections over them (SO_REUSEPORT); an API alone still refuses a port already taken.
+    reusePort: deps.config.apiProcessIndex !== undefined,
     // Bun's own body limit is lifted so the upload handler answers oversize files with S3's XML
     // EntityTooLarge; uploads are bounded there (5 GB) and JSON bodies in readJsonBody.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,

@@ -4,9 +4,11 @@ import { errorFields, log } from '../log';
 import { exposition } from './registry';
 
 /**
- * The worker's own HTTP listener (it serves nothing else): GET /metrics, without auth, like the
- * API's. Undefined when `port` is 0 (off) or the port is taken: a second worker on the same host
- * still runs its imports, without a /metrics of its own, and says so.
+ * A process's own HTTP listener for GET /metrics, without auth, like the API's: the worker's (it
+ * serves nothing else), and each API process's of a group sharing one port (src/index.ts), whose
+ * shared /metrics reaches one of them at random. Undefined when `port` is 0 (off) or the port is
+ * taken: a second worker on the same host still runs its imports, without a /metrics of its own,
+ * and says so.
  */
 export function serveMetrics(
   registry: Registry,
@@ -30,7 +32,7 @@ export function serveMetrics(
       },
     });
   } catch (e) {
-    log('warn', 'worker metrics listener not started; /metrics is not served by this worker', {
+    log('warn', 'metrics listener not started; this process serves no /metrics of its own', {
       port: listen.port,
       ...errorFields(e),
     });

@@ -53,6 +53,8 @@ test('npm start restarts a SIGKILLed worker and API and says why; SIGTERM stops 
       PORT: String(port),
       DATA_DIR: join(bed.dataDir, 'start'),
       LOG_LEVEL: 'info',
+      // One API process named `api` (API_PROCESSES of them: test/cli/api-processes.test.ts).
+      API_PROCESSES: '1',
     },
     stdin: 'ignore',
     stdout: 'pipe',
