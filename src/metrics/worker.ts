@@ -5,6 +5,7 @@ import { registerImportPipelineMetrics } from './import-pipeline';
 import { poolGauges } from './pool';
 import { queueGauges, stalledJobsCounter } from './queue';
 import { processRegistry } from './registry';
+import { stagingSetsGauge } from './staging-sets';
 import { registerWebhookMetrics } from './webhooks';
 
 /** What the worker's GET /metrics shows, and the stalled-job counter its workers' events feed. */
@@ -13,7 +14,10 @@ export interface WorkerMetrics {
   stalledJobs: Counter<'queue'>;
 }
 
-/** The worker's metrics: its imports' rows, phases and ends, its queues, its pool and the process. */
+/**
+ * The worker's metrics: its imports' rows, phases and ends, its queues, the staging pool, its pool
+ * and the process.
+ */
 export function workerMetrics(sql: Sql, queues: readonly Queue[]): WorkerMetrics {
   const registry = processRegistry();
   registerImportPipelineMetrics(registry);
@@ -22,5 +26,6 @@ export function workerMetrics(sql: Sql, queues: readonly Queue[]): WorkerMetrics
   const stalledJobs = stalledJobsCounter(registry);
   for (const q of queues) stalledJobs.inc({ queue: q.name }, 0);
   poolGauges(registry, sql);
+  stagingSetsGauge(registry, sql);
   return { registry, stalledJobs };
 }
