@@ -144,9 +144,16 @@ export class LocalStore implements ObjectStore {
     try {
       await fh.writeFile(JSON.stringify({ md5: r.md5, size: r.size, at: new Date().toISOString() }));
       await fh.sync();
-    } finally {
-      await fh.close();
+    } catch (e) {
+      // A full disk fails the pointer's write: the object stays as it was (or absent), and neither
+      // the temp file nor the version renamed above is left behind, unless it is the current one.
+      await fh.close().catch(() => {});
+      await unlink(pointerTmp).catch(() => {});
+      const current = await this.head(key).catch(() => undefined);
+      if (current?.etag !== `"${r.md5}"`) await unlink(version).catch(() => {});
+      throw e;
     }
+    await fh.close();
     await rename(pointerTmp, this.path(key));
     await syncDir(dir);
     await syncDir(dirname(this.path(key)));

@@ -3,11 +3,12 @@ import type { Deps } from '../deps';
 import { errorFields, log } from '../log';
 import { importObjectKey } from '../storage';
 import { EntityTooLargeError, LocalStore, MAX_UPLOAD_BYTES, type Received } from '../storage/local';
-import { accessDenied, entityTooLarge, s3Error } from './s3-error';
+import { accessDenied, entityTooLarge, insufficientStorage, s3Error } from './s3-error';
 import { completeUpload, uploadWindow } from './complete';
 import { gzipBody, NotGzipError, uploadEncoding } from './encoding';
 import { isDatabaseUnavailable } from '../db';
-import { DATABASE_RETRY_AFTER_SECONDS } from '../http/unavailable';
+import { DATABASE_RETRY_AFTER_SECONDS, DISK_FULL_RETRY_AFTER_SECONDS } from '../http/unavailable';
+import { diskFullCause, isDiskFull } from '../storage/disk-full';
 import { againOnLostSession } from '../http/lost-session';
 
 class WindowClosedError extends Error {}
@@ -38,6 +39,15 @@ export function uploadHandler(deps: Deps, opts: { maxBytes?: number } = {}): (re
         log('warn', 'upload refused: the database is unavailable', errorFields(e));
         return s3Error(503, 'ServiceUnavailable', 'Service is unable to handle request.', {
           'retry-after': String(DATABASE_RETRY_AFTER_SECONDS),
+        });
+      }
+      if (isDiskFull(e)) {
+        log('warn', `upload refused: ${diskFullCause(e)}`, errorFields(e));
+        // The body was stored but could not be made the object (its pointer file did not fit), or the
+        // database could not record it: nothing is visible, the received file is gone (below).
+        if ((e as { code?: unknown }).code !== '53100') return insufficientStorage(DISK_FULL_RETRY_AFTER_SECONDS);
+        return s3Error(503, 'ServiceUnavailable', 'Service is unable to handle request.', {
+          'retry-after': String(DISK_FULL_RETRY_AFTER_SECONDS),
         });
       }
       log('error', 'upload failed', errorFields(e));
@@ -101,6 +111,11 @@ function handleUpload(deps: Deps, maxBytes: number) {
         );
       if (e instanceof WindowClosedError)
         return accessDenied('The import was not uploaded within 24 hours of its creation.');
+      // receive() deleted its temp file: a body cut short by a full disk leaves nothing behind.
+      if (isDiskFull(e)) {
+        log('warn', `upload refused: ${diskFullCause(e)}`, { importId, ...errorFields(e) });
+        return insufficientStorage(DISK_FULL_RETRY_AFTER_SECONDS);
+      }
       log('warn', 'upload aborted', { importId, ...errorFields(e) });
       return s3Error(400, 'IncompleteBody', 'The upload did not complete.');
     }
