@@ -189,3 +189,68 @@ test('single writes on a full disk: 503 api_error with Retry-After within 1 s, 2
   console.log(JSON.stringify({ fault: 'PostgreSQL disk full', phase: 'API single writes', recoveryMs, panic }));
   await expectAlive();
 }, 60_000);
+
+test('the WAL cannot grow: PostgreSQL PANICs; 503 within 1 s while it is down, then the import resumes', async () => {
+  const { accountId, importId } = await stageFaultImport(bed, csv);
+  await enqueue(bed, accountId, importId);
+  const hold = await holdIn(bed, importId, accountId, 'merge');
+  const probeAccount = await createAccount(bed.sql);
+  const key = await createKey(bed.sql, probeAccount);
+  const logFrom = await logLength();
+  // No checkpoint first: the WAL has its current segment and no more, so it is the WAL that cannot grow.
+  const filled = await fillDisk(pgDir, 0);
+  // A writer's WAL past the segment's end: the new segment does not fit, and PostgreSQL PANICs.
+  const wal = await bed.sql`
+    select count(pg_logical_emit_message(false, 'disk-full', repeat('x', 1000000))) from generate_series(1, 64)`.then(
+    () => 'written',
+    (e: { code?: string }) => e.code,
+  );
+  await hold.release();
+  expect(wal).not.toBe('written');
+  expect(await panickedSince(logFrom)).toBe(true);
+
+  // Crash recovery cannot write its end-of-recovery checkpoint on the full disk either: the server
+  // stops, as PostgreSQL does after a failed recovery. The API answers 503 within 1 s meanwhile.
+  const down = await until('PostgreSQL to stop after its failed recovery', async () => {
+    const log = (await Bun.file(join(pgDir, 'log')).text()).slice(logFrom);
+    return /database system is shut down|database system is ready to accept connections/.exec(log)?.[0];
+  });
+  for (let i = 0; i < 5; i++) {
+    const startedAt = Date.now();
+    const res = await fetch(`${api.url}/v1/contacts/${'0'.repeat(32)}`, {
+      headers: { authorization: `Bearer ${key}` },
+      signal: AbortSignal.timeout(10_000),
+    });
+    const ms = Date.now() - startedAt;
+    if (down.includes('ready')) break; // recovery fitted after all: nothing is down
+    expect(res.status).toBe(503);
+    expect(Number(res.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(ms).toBeLessThan(1_000);
+  }
+
+  const freedAt = Date.now();
+  await filled.free();
+  // Started again as its service manager would (systemd restarts a server that stopped).
+  if (down.includes('shut down')) await bed.startPostgres();
+  const startedMs = Date.now() - freedAt;
+  const ok = await until('a 2xx again', async () => {
+    const res = await fetch(`${api.url}/v1/contacts/${'0'.repeat(32)}`, {
+      headers: { authorization: `Bearer ${key}` },
+    });
+    return res.status === 404 ? Date.now() : undefined;
+  });
+  const got = await outcome(bed.sql, accountId, importId, 60_000);
+  const countsEqual = JSON.stringify(got) === JSON.stringify(reference);
+  console.log(
+    JSON.stringify({
+      fault: 'PostgreSQL WAL disk full (PANIC)',
+      phase: 'merge',
+      serverStopped: down.includes('shut down'),
+      startMs: startedMs,
+      apiRecoveryMs: ok - freedAt,
+      countsEqual,
+    }),
+  );
+  expect(got).toEqual(reference);
+  await expectAlive();
+}, 90_000);
