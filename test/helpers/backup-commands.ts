@@ -1,0 +1,40 @@
+/**
+ * The backup and restore commands of docs/backups.md, exactly as the page gives them, run with the
+ * PostgreSQL server's own client binaries (the major version of the server, 15 here: a pg_dump
+ * older than its server refuses to dump, and pg_restore reads only archives of its version or
+ * older). The clients run as the calling user: they talk to the server over TCP, and the dump file
+ * is the caller's.
+ */
+import { join } from 'node:path';
+import { findBinDir } from '../../src/embedded/postgres';
+
+/** `pg_dump`: one consistent snapshot, custom format, unlogged tables (the imports' staging) as empty tables. */
+export const dumpArgs = (url: string, file: string) => [
+  'pg_dump',
+  '--format=custom',
+  '--no-unlogged-table-data',
+  `--file=${file}`,
+  `--dbname=${url}`,
+];
+
+/** `pg_restore` into an empty database; the first error stops it (a half restore is worse than none). */
+export const restoreArgs = (url: string, file: string) => [
+  'pg_restore',
+  '--exit-on-error',
+  '--no-owner',
+  `--dbname=${url}`,
+  file,
+];
+
+/** Planner statistics are not in a dump: gather them before the service takes traffic. */
+export const analyzeArgs = (url: string) => ['vacuumdb', '--analyze-only', `--dbname=${url}`];
+
+/** Runs one of the commands above with the server's binaries; throws with its stderr when it fails. */
+export async function runPgClient(args: string[]): Promise<{ ms: number }> {
+  const bin = await findBinDir();
+  const started = performance.now();
+  const p = Bun.spawn([join(bin, args[0]!), ...args.slice(1)], { stdout: 'pipe', stderr: 'pipe' });
+  const [out, err, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+  if (code !== 0) throw new Error(`${args[0]} failed (exit ${code}): ${err || out}`);
+  return { ms: Math.round(performance.now() - started) };
+}
