@@ -72,17 +72,40 @@ export async function writeObject(
     }
     if (used > 0 || parts.length === 0) await send();
     part = Buffer.alloc(0);
-    await client.send(
+    await complete(storage, key, uploadId, parts, size);
+    return size;
+  } catch (e) {
+    await abortUpload(storage, key, uploadId).catch(() => {});
+    throw e;
+  }
+}
+
+/**
+ * CompleteMultipartUpload, which the SDK retries. A retry after an answer that was lost (a reset,
+ * a cut body) finds the upload already completed and gone: S3 says NoSuchUpload, s3rver a 500. So
+ * a failure is checked against the object: the key is this run's alone (exportObjectKey), so an
+ * object there with every byte written is this upload, complete. (Its ETag would not tell more on
+ * every store: s3rver's is not S3's MD5 of the parts' MD5s.)
+ */
+async function complete(
+  storage: S3Store,
+  key: string,
+  uploadId: string,
+  parts: { ETag: string; PartNumber: number }[],
+  size: number,
+): Promise<void> {
+  try {
+    await storage.client.send(
       new CompleteMultipartUploadCommand({
-        Bucket: bucket,
+        Bucket: storage.bucket,
         Key: key,
         UploadId: uploadId,
         MultipartUpload: { Parts: parts },
       }),
     );
-    return size;
   } catch (e) {
-    await abortUpload(storage, key, uploadId).catch(() => {});
+    const info = await storage.head(key).catch(() => undefined);
+    if (info?.size === size) return;
     throw e;
   }
 }
