@@ -29,6 +29,24 @@ export const restoreArgs = (url: string, file: string) => [
 /** Planner statistics are not in a dump: gather them before the service takes traffic. */
 export const analyzeArgs = (url: string) => ['vacuumdb', '--analyze-only', `--dbname=${url}`];
 
+/**
+ * Moves the events' set ids on by 10^12 after a restore: sets written after the backup point, lost
+ * with the data, had ids the restored sequence would give out again, and a feed consumer that
+ * dedupes on event ids could then drop a new event as one it has seen (docs/backups.md).
+ */
+export const ADVANCE_EVENT_IDS =
+  'select setval(s, nextval(s) + 1000000000000) ' +
+  "from cast(pg_get_serial_sequence('brand_subscribe_events', 'id') as regclass) as s";
+
+/** `psql` running one statement, stopping at its error. */
+export const psqlArgs = (url: string, statement: string) => [
+  'psql',
+  '--no-psqlrc',
+  '--set=ON_ERROR_STOP=1',
+  `--dbname=${url}`,
+  `--command=${statement}`,
+];
+
 /** Runs one of the commands above with the server's binaries; throws with its stderr when it fails. */
 export async function runPgClient(args: string[]): Promise<{ ms: number }> {
   const bin = await findBinDir();

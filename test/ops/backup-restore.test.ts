@@ -23,7 +23,14 @@ import { ensureLocalPostgres, type LocalService } from '../../src/embedded';
 import { importObjectKey, LocalStore } from '../../src/storage';
 import { UploadTokens } from '../../src/storage/upload-token';
 import { call, eventually, feedFrom, setNumber, upload, type Answer, type FeedEvent } from '../helpers/backup-client';
-import { analyzeArgs, dumpArgs, restoreArgs, runPgClient } from '../helpers/backup-commands';
+import {
+  ADVANCE_EVENT_IDS,
+  analyzeArgs,
+  dumpArgs,
+  psqlArgs,
+  restoreArgs,
+  runPgClient,
+} from '../helpers/backup-commands';
 import { contactsChecksum, faultBed, type Child, type FaultBed } from '../helpers/fault-bed';
 import { createAccount, createAttribute, createBrand, createKey } from '../helpers/fixtures';
 import { holdIn, WORKER_APP } from '../helpers/pg-faults';
@@ -94,6 +101,16 @@ const before = {} as {
   afterCursor: FeedEvent[];
   uploadUrlC: string;
   exportBytes: string;
+  /** The last set id the events' identity sequence gave out. */
+  eventSeq: number;
+};
+/** The same, read from the restored database before the ids were moved on. */
+let restoredEventSeq: number;
+
+const lastEventId = async (sql: Sql) => {
+  const [r] = await sql<{ v: string }[]>`
+    select pg_sequence_last_value(pg_get_serial_sequence('brand_subscribe_events', 'id')::regclass) as v`;
+  return Number(r!.v);
 };
 const timings: Record<string, number> = {};
 
@@ -198,6 +215,7 @@ async function makeData(): Promise<void> {
     Array.from({ length: CONTACTS }, (_, i) => get(t.A, `/v1/contacts/${md5(email(i))}`)),
   );
   before.checksum = await contactsChecksum(bed.sql, t.A.id);
+  before.eventSeq = await lastEventId(bed.sql);
   before.imports = {
     A: importA,
     B: await importOf(t.B, ids.B),
@@ -228,6 +246,8 @@ async function dumpAndRestore(): Promise<void> {
   timings.restoreMs = (await runPgClient(restoreArgs(restored.url, file))).ms;
   timings.analyzeMs = (await runPgClient(analyzeArgs(restored.url))).ms;
   rsql = connect(restored.url, 4);
+  restoredEventSeq = await lastEventId(rsql);
+  await runPgClient(psqlArgs(restored.url, ADVANCE_EVENT_IDS));
   // The API migrates at start, as in production: the restored migration records must match the files.
   api = await bed.start('api', { DATABASE_URL: restored.url, MIGRATE_ON_START: 'true' });
 }
@@ -272,6 +292,7 @@ describe('a pg_dump restored into a fresh cluster, the same object store, an emp
     expect(contacts).toEqual(before.contacts);
     expect(contacts[ERASED_BEFORE]!.status).toBe(404);
     expect(await contactsChecksum(rsql!, t.A.id)).toEqual(before.checksum);
+    expect(restoredEventSeq).toBe(before.eventSeq);
     for (const [n, id] of [
       ['A', ids.A],
       ['B', ids.B],
@@ -345,8 +366,9 @@ describe('a pg_dump restored into a fresh cluster, the same object store, an emp
       return events.length > 0 ? events : undefined;
     });
     expect(fresh.map((e) => e.data.email)).toEqual(['after-restore@example.com']);
-    // A set number below the old ones would mean the identity sequence restarted.
+    // Past every old one, and past the ids the lost sets could have had (ADVANCE_EVENT_IDS).
     expect(setNumber(fresh[0]!)).toBeGreaterThan(Math.max(...old.map(setNumber)));
+    expect(setNumber(fresh[0]!)).toBeGreaterThan(before.eventSeq + 1e12);
     // An erasure draws its id from contact_erasures' identity, which the erasure before the dump used.
     expect((await call(api.url!, t.A.key, 'DELETE', `/v1/contacts/${md5(email(ERASED_AFTER))}`)).status).toBe(204);
     expect((await get(t.A, `/v1/contacts/${md5(email(ERASED_AFTER))}`)).status).toBe(404);
