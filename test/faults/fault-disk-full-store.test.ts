@@ -51,7 +51,9 @@ afterAll(async () => {
 });
 
 async function reportOf(accountId: string, importId: string): Promise<string> {
-  return new Response((await store.read(rejectedRowsObjectKey(accountId, importId))) as unknown as BodyInit).text();
+  const chunks: Buffer[] = [];
+  for await (const chunk of await store.read(rejectedRowsObjectKey(accountId, importId))) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** Every file under the store whose name says it is a write in progress. */
