@@ -9,6 +9,7 @@
  * Each test prints one JSON line (fault, phase, recovery time, counts equal) for docs/reliability.md.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
+import { chown, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { faultBed, type Child, type FaultBed } from '../helpers/fault-bed';
 import { enqueue, faultCsv, outcome, progress, stageFaultImport, until, type Outcome } from '../helpers/fault-import';
@@ -30,6 +31,13 @@ beforeAll(async () => {
   await bed.stopPostgres();
   // Room for the cluster, the imports' WAL and staging; a filler takes the rest when a test fills it.
   disk = await moveOntoSmallFs(pgDir, 768 * 1024 ** 2);
+  // The server's log outside the small disk: its PANIC and recovery lines must not be lost to the full disk.
+  const outside = join(bed.dataDir, 'postgres.log');
+  const { uid, gid } = await stat(pgDir);
+  await writeFile(outside, '');
+  await chown(outside, uid, gid);
+  await rm(join(pgDir, 'log'), { force: true });
+  await symlink(outside, join(pgDir, 'log'));
   await bed.startPostgres();
   await until('the database to answer', () => bed.sql`select 1`.then(() => true));
   csv = faultCsv();
@@ -246,7 +254,7 @@ test('the WAL cannot grow: PostgreSQL PANICs; 503 within 1 s while it is down, t
       fault: 'PostgreSQL WAL disk full (PANIC)',
       phase: 'merge',
       serverStopped: down.includes('shut down'),
-      startMs: startedMs,
+      freedToStartedMs: startedMs,
       apiRecoveryMs: ok - freedAt,
       countsEqual,
     }),
