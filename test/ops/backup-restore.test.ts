@@ -6,13 +6,14 @@
  * one of them erased, a feed cursor taken mid-set, an export, and four open imports, one per
  * account (an account has one open import at a time): A stopped mid-merge by a killed worker, B
  * uploaded with its job only in Redis (no worker ran), C awaiting its upload, D uploaded but its
- * file missing from the restored object store (a store copied before that upload landed). The dump
- * is taken as the docs say (custom format, unlogged staging tables as empty tables: the state a
- * PostgreSQL crash leaves, which the worker recovers from), restored with pg_restore, and then:
+ * file missing from the restored object store (a store copied before that upload landed); and E,
+ * whose feed a consumer read past the backup point. The dump is taken as the docs say (custom
+ * format, unlogged staging tables as empty tables: the state a PostgreSQL crash leaves, which the
+ * worker recovers from), restored with pg_restore, and then:
  * everything reads back as it was, A resumes to success with exact counts, B is swept from
  * PostgreSQL and imported, C's link still uploads, D fails with a reason that says the file is
- * gone, the feed continues from the old cursor with no gap and no repeat, and new writes draw
- * from the restored sequences.
+ * gone, the feed continues from the old cursor with no gap and no repeat, E's cursor from after
+ * the backup point is refused, and new writes draw from the restored sequences.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { randomBytes } from 'node:crypto';
@@ -34,6 +35,7 @@ import {
 import { contactsChecksum, faultBed, type Child, type FaultBed } from '../helpers/fault-bed';
 import { createAccount, createAttribute, createBrand, createKey } from '../helpers/fixtures';
 import { holdIn, WORKER_APP } from '../helpers/pg-faults';
+import { sequenceEvents } from '../../worker/events/sequencer';
 
 /** Many merge batches, so the dump lands with some committed and some not. */
 const BED_ENV = { IMPORT_BATCH_SIZE: '1000' };
@@ -90,8 +92,8 @@ let restored: LocalService | undefined;
 let rsql: Sql | undefined;
 let api: Child;
 let worker: Child | undefined;
-const t = {} as Record<'A' | 'B' | 'C' | 'D', Tenant>;
-const ids = {} as Record<'A' | 'B' | 'C' | 'D' | 'export' | 'brand1' | 'brand2', string>;
+const t = {} as Record<'A' | 'B' | 'C' | 'D' | 'E', Tenant>;
+const ids = {} as Record<'A' | 'B' | 'C' | 'D' | 'export' | 'brand1' | 'brand2' | 'brandE', string>;
 /** What the original service answered just before the dump. */
 const before = {} as {
   contacts: Answer[];
@@ -103,6 +105,9 @@ const before = {} as {
   exportBytes: string;
   /** The last set id the events' identity sequence gave out. */
   eventSeq: number;
+  /** E's feed end before the dump, and a cursor past an event written after it (lost with it). */
+  cursorE: string;
+  lostCursorE: string;
 };
 /** The same, read from the restored database before the ids were moved on. */
 let restoredEventSeq: number;
@@ -149,7 +154,12 @@ async function untilStatus(who: Tenant, id: string, statuses: string[], ms = 45_
 async function makeData(): Promise<void> {
   api = await bed.start('api');
   const firstWorker = await bed.start('worker', { APP_NAME: WORKER_APP });
-  for (const n of ['A', 'B', 'C', 'D'] as const) t[n] = await tenant(`backup ${n}`);
+  for (const n of ['A', 'B', 'C', 'D', 'E'] as const) t[n] = await tenant(`backup ${n}`);
+  // E: one event before the dump, and one after it (dumpAndRestore) that the restore loses.
+  ids.brandE = await createBrand(bed.sql, t.E.id, 'Brand E');
+  expect(
+    (await call(api.url!, t.E.key, 'POST', '/v1/contacts', { email: 'e0@example.com', brandIds: [ids.brandE] })).status,
+  ).toBe(201);
   ids.brand1 = await createBrand(bed.sql, t.A.id, 'Brand one');
   ids.brand2 = await createBrand(bed.sql, t.A.id, 'Brand two');
   await createAttribute(bed.sql, t.A.id, 'n', 'number');
@@ -216,6 +226,10 @@ async function makeData(): Promise<void> {
   );
   before.checksum = await contactsChecksum(bed.sql, t.A.id);
   before.eventSeq = await lastEventId(bed.sql);
+  await sequenceEvents(bed.sql); // E's one set, placed whether or not the killed worker got to it
+  const e = await feedFrom(api.url!, t.E.key);
+  expect(e.events).toHaveLength(1);
+  before.cursorE = e.next;
   before.imports = {
     A: importA,
     B: await importOf(t.B, ids.B),
@@ -233,6 +247,16 @@ async function makeData(): Promise<void> {
 async function dumpAndRestore(): Promise<void> {
   const file = join(bed.dataDir, 'contacts.dump');
   timings.dumpMs = (await runPgClient(dumpArgs(bed.databaseUrl, file))).ms;
+  // An event after the backup point, read by a consumer: the restore loses it, its cursor stays out there.
+  const lost = await call(api.url!, t.E.key, 'POST', '/v1/contacts', {
+    email: 'e-lost@example.com',
+    brandIds: [ids.brandE],
+  });
+  expect(lost.status).toBe(201);
+  await sequenceEvents(bed.sql); // the worker's sequencer, run here: no worker may run on the old database now
+  const read = await feedFrom(api.url!, t.E.key, before.cursorE);
+  expect(read.events.map((e) => e.data.email)).toEqual(['e-lost@example.com']);
+  before.lostCursorE = read.next;
   await bed.kill(api);
   await bed.stopPostgres();
   await bed.killRedis();
@@ -375,6 +399,13 @@ describe('a pg_dump restored into a fresh cluster, the same object store, an emp
     const other = await call(api.url!, t.B.key, 'POST', '/v1/contacts', { email: 'b-new@example.com' });
     expect(other.status).toBe(201);
   }, 70_000);
+
+  test('a cursor given out after the backup point is refused, not read as the restored feed', async () => {
+    const refused = await get(t.E, `/v1/events?after=${before.lostCursorE}`);
+    expect(refused.status).toBe(400);
+    expect(refused.body.errors).toEqual([expect.objectContaining({ parameter: 'after' })]);
+    expect((await feedFrom(api.url!, t.E.key, before.cursorE)).events).toEqual([]);
+  });
 
   test('the export made before the dump still downloads, its file unchanged', async () => {
     const e = (await get(t.A, `/v1/contact-exports/${ids.export}`)).body;
