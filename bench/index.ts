@@ -2,7 +2,7 @@
  * `bun run bench [-- --rows N] [--duration S] [--connections C] [--strict] [--lean]
  *   [--steps l1,dba,pgloader,a,b,search,http,export,mixed,events,suppression-check,profile,gzip,report,fair,small]
  *   [--shapes wide,narrow] [--search-runs N]
- *   [--flat-rows N] [--no-flat] [--citus] [--citus-workers N]`
+ *   [--flat-rows N] [--no-flat] [--citus] [--citus-workers N] [--mixed-rate N] [--mixed-closed]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
  * L1, the dba step, the pgloader step, import A and import B for each file shape
  * (steps/shape-steps.ts; above 1M rows the dba step and the imports also on the shapes' 1M files,
@@ -18,13 +18,14 @@
  * `bun run bench report <result.json> …` draws it again from a JSON.
  */
 import { join } from 'node:path';
+import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { abandonOpenBenchImports, createBenchAccount, dropAccountContacts } from './lib/account';
 import { checkDiskSpace, walOnDisk } from './lib/disk';
 import { RunFiles } from './lib/files';
 import { fairLine, fairTargets, runFair, type FairRun } from './steps/fair';
 import { FLAT_ROWS, flatRows, flatTable, flatTargets } from './steps/flat';
-import { sizeLabel } from './lib/format';
+import { onProgress, sizeLabel } from './lib/format';
 import { generateCsv } from './lib/generate';
 import { gzipFile, runGzipImport, type GzipRun } from './steps/gzip-import';
 import { type HttpOptions } from './steps/http';
@@ -56,7 +57,7 @@ import type { HttpRow, LoadRow, Target } from './lib/types';
 import { cleanFile, runReportCost, type ReportCostFile } from './steps/report-cost';
 import { runSmall, smallTargets } from './steps/small-import';
 import { diskPlan, eventsPath, otherStepsReadWideA, shapePaths, type FilePaths } from './lib/run-plan';
-import { childFailures, once, startInfra, startService, type Infra } from './lib/services';
+import { childFailures, once, startInfra, startService, stopLiveChildren, type Infra } from './lib/services';
 import { copySteps, importSteps, loadRows, type ShapeRun } from './steps/shape-steps';
 import { SHAPE_NAMES, SHAPES, type ShapeName } from './lib/shapes';
 import { cpuTargets, evaluateTargets, mixedTargets, phaseTable, reportCostTargets } from './lib/summary';
@@ -64,6 +65,7 @@ import { runOnCitus, type DatabaseRun } from './steps/citus';
 import { cpuSampler, httpStep } from './steps/import-and-http';
 import { contactStorage } from './lib/storage';
 import { reportCommand } from './report/command';
+import { startRunClock, stepProgress, stepStarts, timePlan } from './lib/run-clock';
 
 /**
  * Only when asked for: `profile` (the read phase's components, one pass each over file A), `gzip`
@@ -122,6 +124,10 @@ function parseArgs(argv: string[]) {
     citusWorkers: 0,
     /** rounds of the search step's requests (steps/search.ts) */
     searchRuns: SEARCH_RUNS,
+    /** the mixed step's open-loop req/s in all (steps/mixed.ts); 0: half of what the API served idle */
+    mixedRate: 0,
+    /** the mixed step's earlier form: a closed loop of 32 connections through every span */
+    mixedClosed: false,
   };
   for (let k = 0; k < argv.length; k++) {
     const flag = argv[k]!;
@@ -157,13 +163,16 @@ function parseArgs(argv: string[]) {
     else if (flag === '--citus') opts.citusWorkers ||= 2;
     else if (flag === '--citus-workers') opts.citusWorkers = num(1);
     else if (flag === '--search-runs') opts.searchRuns = num(1);
+    else if (flag === '--mixed-rate') opts.mixedRate = num(3);
+    else if (flag === '--mixed-closed') opts.mixedClosed = true;
     else if (flag === '--steps') opts.steps = list(STEPS);
     else if (flag === '--shapes') opts.shapes = list(SHAPE_NAMES);
     else if (flag === '--help' || flag === '-h') {
       console.error(
         'usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--http-rounds R] [--connections C] ' +
           `[--samples K] [--poll-ms MS] [--steps ${STEPS.join(',')}] [--shapes ${SHAPE_NAMES.join(',')}] ` +
-          '[--flat-rows N] [--no-flat] [--strict] [--lean] [--citus] [--citus-workers N] [--search-runs N]',
+          '[--flat-rows N] [--no-flat] [--strict] [--lean] [--citus] [--citus-workers N] [--search-runs N] ' +
+          '[--mixed-rate N] [--mixed-closed]',
       );
       process.exit(2);
     } else throw new Error(`unknown flag ${flag} (see --help)`);
@@ -174,6 +183,8 @@ function parseArgs(argv: string[]) {
     throw new Error('step search reads the contacts of imports A and B of each shape: add a,b');
   if (opts.steps.includes('export') && !(opts.steps.includes('a') && opts.shapes.includes('wide')))
     throw new Error("step export exports the contacts of step a's wide shape: add a (and the wide shape)");
+  if (opts.mixedRate && opts.mixedClosed)
+    throw new Error('--mixed-rate sets the open loop that --mixed-closed leaves out');
   if (opts.citusWorkers && !['a', 'http', 'small'].some((s) => opts.steps.includes(s as Step)))
     throw new Error('--citus runs steps a, http and small on the cluster: add one of them to --steps');
   return opts;
@@ -212,6 +223,11 @@ async function main(): Promise<number> {
       const plan = diskPlan(opts, paths, wideAPath, dataDir, await walOnDisk(dataDir), eventsA);
       lean = (await checkDiskSpace(plan, log, { lean })).lean;
     }
+    const plan = timePlan(opts, paths, (path) => existsSync(path) && existsSync(`${path}.meta.json`));
+    const runClock = startRunClock(plan, log);
+    onStop(async () => runClock.stop());
+    onProgress(stepProgress);
+    if (plan[0]?.name === 'generate') stepStarts('generate');
     const generate = async (shape: ShapeName, p: FilePaths, rows: number) => ({
       a: await generateCsv(p.a, rows, 0, log, shape),
       b: p.b ? await generateCsv(p.b, rows, 1, log, shape) : undefined,
@@ -291,6 +307,7 @@ async function main(): Promise<number> {
       const search = !has('search')
         ? undefined
         : async () => {
+            stepStarts('search', run.shape);
             const searchOpts = {
               rows: run.files.a.rows,
               runs: opts.searchRuns,
@@ -340,6 +357,7 @@ async function main(): Promise<number> {
       rounds: opts.httpRounds,
     };
     if (has('http')) {
+      stepStarts('http');
       const importedRows = wideRun?.importA ? wideRun.files.a.rows : 0;
       result.http =
         single.http =
@@ -348,6 +366,7 @@ async function main(): Promise<number> {
     }
     let exported: ExportRun | undefined;
     if (has('export')) {
+      stepStarts('export');
       // The account as the imports (and the HTTP step) left it, before the mixed step drops its contacts.
       const exportOpts = {
         config: infra.config,
@@ -361,12 +380,17 @@ async function main(): Promise<number> {
     }
     let mixed: MixedRun | undefined;
     if (has('mixed')) {
+      stepStarts('mixed');
       const mixedOpts = {
         ...importOpts,
         strategy: 'overwrite' as const,
         samples: opts.samples,
         seconds: opts.duration,
         warmupSeconds: opts.warmup,
+        closed: opts.mixedClosed,
+        rate: opts.mixedRate || undefined,
+        // The same file's import A alone earlier in the run: the time the load is judged to slow.
+        alone: wideRun?.importA && { seconds: wideRun.importA.seconds, phases: wideRun.importA.phases },
       };
       // Nothing after needs the run's contacts: gone before the mixed step imports file A into another
       // account, which then peaks like import A alone (after A and B, 25M rows would not fit beside them).
@@ -378,6 +402,7 @@ async function main(): Promise<number> {
     }
     let events: EventsRun | undefined;
     if (eventsFile) {
+      stepStarts('events');
       // As before the mixed step: the run's contacts go first (mixed drops them itself).
       if (!has('mixed') && (wideRun?.importA || has('http'))) {
         const how = await dropAccountContacts(infra.sql, account.id);
@@ -392,6 +417,7 @@ async function main(): Promise<number> {
     if (childFailures().length) throw new Error(childFailures().join('; '));
     let citus: DatabaseRun | undefined;
     if (opts.citusWorkers) {
+      stepStarts('citus');
       await stopService();
       await stopInfra();
       const citusOpts = {
@@ -524,7 +550,13 @@ function stopAll(): Promise<void> {
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
     log(`[bench] ${signal}: stopping what the bench started`);
-    void stopAll().then(() => process.exit(130));
+    // The children a step would stop in its `finally` (the baseline server, extra APIs) first: the
+    // process exits before any `finally` runs, and they hold connections to the database stopAll drops.
+    // Once more after it: the run goes on while it stops, and a step may have started one meanwhile.
+    void stopLiveChildren()
+      .then(stopAll)
+      .then(stopLiveChildren)
+      .then(() => process.exit(130));
   });
 }
 

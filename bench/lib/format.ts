@@ -1,5 +1,11 @@
 /** Formatting shared by every step's log and table: progress lines, numbers, aligned tables. */
 
+/** Where each progress update's fraction also goes (the run's clock, bench/lib/run-clock.ts); set by index.ts. */
+let progressSink: ((fraction: number) => void) | undefined;
+export function onProgress(sink: (fraction: number) => void): void {
+  progressSink = sink;
+}
+
 /** Prints `[label] 42% (n/total unit)` on stderr at every 5% step or every 5 s, whichever comes first. */
 export class Progress {
   private lastPct = -1;
@@ -12,6 +18,7 @@ export class Progress {
   ) {}
 
   update(done: number, note = ''): void {
+    progressSink?.(this.total > 0 ? Math.min(1, done / this.total) : 0);
     const pct = this.total > 0 ? Math.floor((done / this.total) * 100) : 0;
     const now = performance.now();
     if (pct < this.lastPct + 5 && now - this.lastAt < 5000) return;

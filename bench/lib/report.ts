@@ -11,7 +11,7 @@ import type { ImportRun } from './import-flow';
 import { fix, fmtInt, table } from './format';
 import type { HttpRow, LoadRow, Target } from './types';
 import type { ReportCostFile } from '../steps/report-cost';
-import { idleReference, type MixedRun } from '../steps/mixed';
+import { idleReference, phaseSeconds, type MixedRun } from '../steps/mixed';
 import type { DatabaseRun } from '../steps/citus';
 import type { ShapeRun } from '../steps/shape-steps';
 import { SMALL_ROWS } from '../steps/small-import';
@@ -67,28 +67,42 @@ export function httpTable(rows: HttpRow[]): string {
 }
 
 /**
- * The mixed step: a block per span (idle before, each import phase, the whole import, idle after), a
- * row per kind, each loaded span's p99 against the kind's idle reference (idleReference). A judged
- * phase with fewer answers of a kind than the run's minimum shows its ratio, marked `too few`.
+ * The mixed step: a block per span (the capacity run, idle before, each import phase, the whole
+ * import, idle after), a row per kind, each loaded span's p50 and p99 against the kind's idle
+ * reference (idleReference), and with the open loop each phase's seconds against import A's alone.
+ * A judged phase with fewer answers of a kind than the run's minimum shows its ratio, marked `too few`.
  */
 export function mixedTable(m: MixedRun): string {
+  const open = m.loop === 'open';
   const idles = [m.idle, m.idleAfter];
-  const rows = [m.idle, ...m.phases, m.whole, m.idleAfter].flatMap((span) =>
+  const spans = [...(m.capacity ? [m.capacity] : []), m.idle, ...m.phases, m.whole, m.idleAfter];
+  const rows = spans.flatMap((span) =>
     span.kinds.map((k, i) => {
-      const reference = idleReference(m, i);
-      const ratio = idles.includes(span) || k.p99 === undefined ? undefined : k.p99 / reference;
+      const loaded = !idles.includes(span) && span !== m.capacity;
+      const ratio = (figure: 'p50' | 'p99') =>
+        !loaded || k[figure] === undefined ? undefined : k[figure]! / idleReference(m, i, figure);
       const verdict = !span.judged ? '-' : k.requests < m.minRequests ? 'too few' : `<= ${m.p99RatioTarget}`;
+      const time =
+        span === m.whole
+          ? { loaded: m.importSeconds, alone: m.alone?.seconds }
+          : loaded
+            ? phaseSeconds(m, span.name)
+            : {};
+      const timeRatio = time.loaded !== undefined && time.alone ? time.loaded / time.alone : undefined;
       return [
         i === 0 ? span.name : '',
         i === 0 ? fix(span.seconds, 1) : '',
+        ...(open ? [i === 0 ? fix(time.alone, 1) : '', i === 0 ? fix(timeRatio, 2) : ''] : []),
         k.scenario,
-        String(k.connections),
+        open ? (k.offered === undefined ? '-' : fmtInt(k.offered)) : String(k.connections),
         fmtInt(k.requests),
         fmtInt(k.reqPerSec),
         fix(k.p50, 1),
         fix(k.p99, 1),
-        span === m.idle ? fix(reference, 1) : '',
-        fix(ratio, 2),
+        span === m.idle ? fix(idleReference(m, i, 'p50'), 1) : '',
+        span === m.idle ? fix(idleReference(m, i), 1) : '',
+        fix(ratio('p50'), 2),
+        fix(ratio('p99'), 2),
         verdict,
         String(k.non2xx),
         String(k.errors),
@@ -98,23 +112,39 @@ export function mixedTable(m: MixedRun): string {
   const head = [
     'phase',
     'seconds',
+    ...(open ? ['alone s', 'x alone'] : []),
     'request',
-    'conns',
+    open ? 'offered/s' : 'conns',
     'answers',
     'req/s',
     'p50 ms',
     'p99 ms',
-    'idle ref ms',
-    'x idle',
+    'idle p50',
+    'idle p99',
+    'x idle p50',
+    'x idle p99',
   ];
   const wait = m.autovacuumWait;
   const after = wait.stillRunning ? 'with autovacuum still running' : 'once autovacuum was done';
+  const load = !open
+    ? 'closed loop, 32 connections'
+    : `open loop at ${m.rates?.fromFlag ? '--mixed-rate' : 'half the capacity run'}'s rate ` +
+      `(${fmtInt(Object.values<number>(m.rates?.perKind ?? {}).reduce((a, b) => a + b, 0))} req/s in all)`;
+  const alone = !open
+    ? ''
+    : m.alone
+      ? `; each phase's seconds against import A's alone earlier in the run ` +
+        `(target <= ${m.timeRatioTarget} x the whole import)`
+      : '; no import A alone in this run to set its time against';
   return (
-    `mixed: another account's load, idle for ${fix(m.idle.seconds, 1)} s, then from the end of import A's upload ` +
+    `mixed: another account's load, ${load}, idle for ${fix(m.idle.seconds, 1)} s, ` +
+    `then from the end of import A's upload ` +
     `to its success (${fix(m.whole.seconds, 1)} s; the import took ${fix(m.importSeconds, 1)} s), then idle again ` +
     `after ${fix(wait.seconds, 0)} s ${after}; ` +
-    `each answer in the phase its request was sent in; p50/p99 exact; the idle reference is the mean p99 of the ` +
-    `two idle spans; a phase's p99 judged from ${fmtInt(m.minRequests)} answers of a kind\n` +
+    `each answer in the phase its request was sent in; p50/p99 exact, latency from each request's due time; ` +
+    'the idle reference is the mean of the two idle spans; ' +
+    `a phase judged from ${fmtInt(m.minRequests)} answers of a kind` +
+    `${alone}\n` +
     table([...head, 'target', 'non-2xx', 'errors'], rows)
   );
 }

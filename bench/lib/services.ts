@@ -172,10 +172,24 @@ export function spawnChild(
   });
   closeSync(fd);
   const child: Child = { name, proc, logFile, stopping: false };
+  live.add(child);
   void proc.exited.then((code) => {
+    live.delete(child);
     if (!child.stopping) unexpected.push(`${name} exited unexpectedly (code ${code}); see ${logFile}`);
   });
   return child;
+}
+
+/**
+ * Every child spawnChild started that has not exited yet. A step stops its own children in a
+ * `finally` (the HTTP step's baseline server and extra APIs), which an interrupt never reaches: the
+ * bench's SIGINT/SIGTERM path stops whatever is still here (stopLiveChildren).
+ */
+const live = new Set<Child>();
+
+/** Stops every child still running, all at once (the interrupt path, before the infrastructure stops). */
+export async function stopLiveChildren(): Promise<void> {
+  await Promise.all([...live].map(stopChild));
 }
 
 /**

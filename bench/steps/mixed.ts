@@ -1,38 +1,50 @@
 /**
  * Step `mixed`: what an import does to the API of other accounts on the same machine. GET, POST and
- * PATCH load on one account (autocannon, the three at once, 32 connections in all) first with no
- * import running (idle, `--duration` seconds), then from the end of the PUT of import A of file A into
- * another, fresh account until that import is `success`, then idle again once no autovacuum runs.
+ * PATCH load on one account, the three at once, from the end of the PUT of import A of file A into
+ * another, fresh account until that import is `success`, judged against idle spans at the same load
+ * before and after it.
+ *
+ * By default the load is open loop at a fixed rate (lib/open-loop.ts): first a closed-loop run of
+ * `--duration` seconds (autocannon, 32 connections) measures what the API serves idle, its
+ * `capacity`; then each kind is offered half its capacity req/s (`--mixed-rate N`: N req/s in all,
+ * split as the capacity run's kinds) through the idle span, the import and the idle span after. A
+ * customer's traffic does not slow down when the API does, and half the capacity leaves the import
+ * room: the import's time under it against import A's alone in the same run is the second figure.
+ * `--mixed-closed` keeps the earlier form: the closed loop through every span, as much as the API
+ * serves (the import then gave way 12-15 × its time alone at 25M: the step took two hours).
+ *
  * Every answer counts in the import phase that was current when its request was sent
  * (phase-latency.ts), so each phase (read, dedupe, merge, finish) has its own req/s and exact p50/p99
  * per kind, and so has the whole import; the import's load is also cut into 10 s windows by send
  * time (`series`, drawn by bench/report/load-windows.ts). Targets: in each of those phases each
- * kind's p99 at most 2 × its idle p99, no errors, no non-2xx answers; a phase with too few requests
- * of a kind is shown and not judged. Idle is the mean of the two idle spans' p99s (bracketP99): the paced import lasts
- * minutes at 1M rows and hours at 25M, over which this machine's speed drifts, and one idle span
- * before it judged it against whatever moment that span met (at 1M a slow one made every phase
- * look 0.6 × idle). The span after waits for autovacuum to finish with the import's new rows
- * (at most AUTOVACUUM_WAIT_S): that work is the import's, not the machine's idle. Verified after
- * timing: the import's counts and contacts as import A's, and the end state the load's 2xx answers
- * promise (http.ts). The import's contacts are deleted after, so the step needs disk for one more set.
+ * kind's p99 (and, open loop, p50) at most 2 × idle, no errors, no non-2xx answers; a phase with too
+ * few requests of a kind is shown and not judged; open loop, the import at most 1.5 × its time
+ * alone. Idle is the mean of the two idle spans' figures (bracketP99): the paced import lasts
+ * minutes at 1M rows and more at 25M, over which this machine's speed drifts. The span after waits
+ * for autovacuum to finish with the import's new rows (at most AUTOVACUUM_WAIT_S): that work is the
+ * import's, not the machine's idle. Verified after timing: the import's counts and contacts as
+ * import A's, and the end state the load's 2xx answers promise (http.ts). The import's contacts are
+ * deleted after, so the step needs disk for one more set.
  */
-import type { Instance, Result } from 'autocannon';
 import type { Sql } from '../../src/db';
-import { createBenchAccount, dropAccountContacts, type BenchAccount } from '../lib/account';
+import { createBenchAccount, dropAccountContacts } from '../lib/account';
 import type { FileMeta } from '../lib/generate';
-import { load, preflight, verify, type Scenario } from './http';
-import type { HttpTarget, PoolContact } from '../lib/types';
-import { runImportFlow, type ImportOptions } from '../lib/import-flow';
-import { bracketP99, inPhaseOrder, PhaseLoad, PhaseTimeline, type Figures } from '../lib/phase-latency';
-import { LatencySeries, type SeriesWindow } from '../lib/latency-series';
+import { preflight, type Scenario } from './http';
+import type { HttpTarget } from '../lib/types';
+import { runImportFlow, type ImportOptions, type PhaseSpan } from '../lib/import-flow';
+import { bracketP99, inPhaseOrder, PhaseTimeline, type Figures } from '../lib/phase-latency';
+import type { SeriesWindow } from '../lib/latency-series';
 import { contactPool } from '../lib/baseline';
 import { checkImport } from '../lib/verify';
+import { checkLoad, CONNECTIONS, KINDS, SERIES_SECONDS, startLoad, type Load } from '../lib/mixed-load';
+import { splitRate } from '../lib/open-loop';
 
-const KINDS = ['GET', 'POST', 'PATCH'] as const;
-/** Connections per kind: 32 in all, as the issue's load. */
-const CONNECTIONS: Record<Scenario, number> = { GET: 12, POST: 10, PATCH: 10 };
-/** The issue's target: an import leaves the other account's p99 at most this many times its idle p99. */
+/** The issue's target: an import leaves the other account's p99 (and p50) at most this many times idle. */
 const P99_RATIO_TARGET = 2;
+/** The issue's target: the import under the open-loop load at most this many times its time alone. */
+const TIME_RATIO_TARGET = 1.5;
+/** The default open-loop rate: this share of each kind's req/s in the capacity run. */
+const CAPACITY_SHARE = 0.5;
 /** The phases the issue judges one by one (the queue wait before the worker picks the job up is shown). */
 const JUDGED_PHASES = ['read', 'dedupe', 'merge', 'finish'];
 /**
@@ -43,27 +55,31 @@ const JUDGED_PHASES = ['read', 'dedupe', 'merge', 'finish'];
 const MIN_REQUESTS = 1000;
 /** How long the idle span after the import waits at most for autovacuum to finish with its rows. */
 const AUTOVACUUM_WAIT_S = 300;
-/**
- * The import's load also in windows of this many seconds by send time (latency-series.ts): when in a
- * phase its tail came. A window's histogram holds 80 kB a kind, about 25 MB for an hour's import.
- */
-const SERIES_SECONDS = 10;
 
 export interface MixedFigures extends Figures {
   scenario: Scenario;
+  /** closed loop: its connections; open loop: 0 */
   connections: number;
+  /** open loop: the req/s offered */
+  offered?: number;
 }
 
 /** One span of the load: the idle run, one import phase, or the whole import. */
 export interface MixedSpan {
   name: string;
   seconds: number;
-  /** whether the p99 target applies to it (the issue's four phases) */
+  /** whether the targets apply to it (the issue's four phases) */
   judged: boolean;
   kinds: MixedFigures[];
 }
 
 export interface MixedRun {
+  /** `open`: a fixed rate per kind (the default); `closed`: 32 connections as fast as answered */
+  loop?: 'open' | 'closed';
+  /** open loop: the closed-loop run idle that measured what the API serves */
+  capacity?: MixedSpan;
+  /** open loop: each kind's req/s offered, and whether `--mixed-rate` set them (else half the capacity) */
+  rates?: { perKind: Record<Scenario, number>; fromFlag: boolean };
   /** before the import */
   idle: MixedSpan;
   /** after the import, once no autovacuum ran (or AUTOVACUUM_WAIT_S passed) */
@@ -75,8 +91,13 @@ export interface MixedRun {
   /** from the end of the import's PUT to `success` */
   whole: MixedSpan;
   importSeconds: number;
+  /** the import's phases under the load, and import A's alone in the same run (when it ran) */
+  importPhases?: PhaseSpan[];
+  alone?: { seconds: number; phases: PhaseSpan[] };
   /** each kind's p99 in a judged phase over its idle p99, at most */
   p99RatioTarget: number;
+  /** open loop: the import's seconds under the load over its seconds alone, at most */
+  timeRatioTarget?: number;
   /** answers of a kind a phase needs for its p99 to be judged */
   minRequests: number;
   /** the import's load per window, each phase's start in seconds from the end of the upload */
@@ -95,11 +116,23 @@ interface Ctx {
   workerPid: number;
 }
 
+export interface MixedOptions extends ImportOptions {
+  samples: number;
+  seconds: number;
+  warmupSeconds: number;
+  /** the old closed loop through every span */
+  closed?: boolean;
+  /** req/s in all, split as the capacity run's kinds; absent: CAPACITY_SHARE of each kind's capacity */
+  rate?: number;
+  /** import A of the same file alone earlier in the run, for the time ratio */
+  alone?: { seconds: number; phases: PhaseSpan[] };
+}
+
 export async function runMixed(
   ctx: Ctx,
   runId: string,
   file: FileMeta,
-  opts: ImportOptions & { samples: number; seconds: number; warmupSeconds: number },
+  opts: MixedOptions,
   log: (m: string) => void,
 ): Promise<MixedRun> {
   const loaded = await createBenchAccount(ctx.sql, `${runId} mixed load`);
@@ -116,15 +149,30 @@ export async function runMixed(
     await check(startLoad(target, pool, `mixed-${runId}-w`, opts.warmupSeconds, warmTimeline), `mixed-${runId}-w`);
   }
 
+  let rates: Record<Scenario, number> | undefined;
   const idleSpan = async (name: string) => {
-    log(`[mixed] ${name}: GET, POST and PATCH at once, 32 connections, ${opts.seconds} s`);
+    const how = rates
+      ? `open loop, ${KINDS.map((k) => `${k} ${Math.round(rates![k])}`).join(', ')} req/s`
+      : '32 connections';
+    log(`[mixed] ${name}: GET, POST and PATCH at once, ${how}, ${opts.seconds} s`);
     const tag = `mixed-${runId}-${name.replaceAll(' ', '-')}`;
     const timeline = new PhaseTimeline(name, performance.now());
-    const l = startLoad(target, pool, tag, opts.seconds, timeline);
+    const l = startLoad(target, pool, tag, opts.seconds, timeline, { rates });
     timeline.mark('end', await l.ended); // before the checks, which are no part of the load
     await check(l, tag);
     return span(name, timeline.seconds().get(name)!, false, [name], l);
   };
+  let capacity: MixedSpan | undefined;
+  if (!opts.closed) {
+    capacity = await idleSpan('capacity');
+    const served = Object.fromEntries(capacity.kinds.map((k) => [k.scenario, k.reqPerSec])) as Record<Scenario, number>;
+    rates = opts.rate
+      ? splitRate(opts.rate, served)
+      : (Object.fromEntries(KINDS.map((k) => [k, Math.max(1, served[k] * CAPACITY_SHARE)])) as Record<
+          Scenario,
+          number
+        >);
+  }
   const idle = await idleSpan('idle');
 
   const importer = await createBenchAccount(ctx.sql, `${runId} mixed import`);
@@ -139,7 +187,7 @@ export async function runMixed(
         timeline = new PhaseTimeline(phase, at);
         origin = at;
         // Stopped at success; the duration only bounds a load whose import never ends.
-        busy = startLoad(target, pool, tag, opts.timeoutSeconds + 60, timeline, at);
+        busy = startLoad(target, pool, tag, opts.timeoutSeconds + 60, timeline, { seriesFrom: at, rates });
       } else timeline.mark(phase, at);
       if (phase === 'success' || phase === 'failed') busy!.stop();
     };
@@ -164,7 +212,7 @@ export async function runMixed(
       variants: [0],
       samples: opts.samples,
     });
-    // Requests sent after `success` was seen (autocannon stops at its next 1 s tick) are in no span.
+    // Requests sent after `success` was seen are in no span.
     const seconds = timeline!.seconds();
     const seen = [...seconds.keys()];
     const phases = inPhaseOrder([...seen, ...JUDGED_PHASES]).map((p) =>
@@ -178,15 +226,22 @@ export async function runMixed(
       phases: timeline!.starts(origin),
       kinds: busy!.kinds.map((k) => ({ scenario: k.scenario, windows: k.series!.windows().slice(0, windowCount) })),
     };
-    log(`[mixed] import A verified; the load ran through its ${wholeSeconds.toFixed(1)} s`);
+    const vsAlone = opts.alone ? ` (${(run.seconds / opts.alone.seconds).toFixed(2)} x alone)` : '';
+    log(`[mixed] import A verified: ${run.seconds.toFixed(1)} s under the load${vsAlone}`);
     return {
+      loop: opts.closed ? 'closed' : 'open',
+      capacity,
+      rates: rates && { perKind: rates, fromFlag: opts.rate !== undefined },
       idle,
       idleAfter,
       autovacuumWait,
       phases,
       whole: span('import', wholeSeconds, false, seen, busy!),
       importSeconds: run.seconds,
+      importPhases: run.phases,
+      alone: opts.alone,
       p99RatioTarget: P99_RATIO_TARGET,
+      timeRatioTarget: opts.closed ? undefined : TIME_RATIO_TARGET,
       minRequests: MIN_REQUESTS,
       series,
     };
@@ -213,62 +268,16 @@ async function autovacuumDone(sql: Sql, maxSeconds: number): Promise<{ seconds: 
   }
 }
 
-/** Each kind's idle reference: the mean p99 of the idle spans before and after the import. */
-export function idleReference(m: MixedRun, kind: number): number {
-  return bracketP99(m.idle.kinds[kind]!, m.idleAfter.kinds[kind]!);
+/** Each kind's idle reference: the mean p99 (or p50) of the idle spans before and after the import. */
+export function idleReference(m: MixedRun, kind: number, figure: 'p99' | 'p50' = 'p99'): number {
+  const [before, after] = [m.idle.kinds[kind]!, m.idleAfter.kinds[kind]!];
+  return figure === 'p99' ? bracketP99(before, after) : ((before.p50 ?? NaN) + (after.p50 ?? NaN)) / 2;
 }
 
-interface Load {
-  kinds: { scenario: Scenario; phases: PhaseLoad; instance: Instance; series?: LatencySeries }[];
-  stop(): void;
-  /** performance.now() when every kind's load has ended */
-  ended: Promise<number>;
-}
-
-/**
- * The three kinds at once, each answer put in the timeline's phase of its request's send time and,
- * given `seriesFrom` (ms, performance.now()), in its window of a series starting then.
- */
-function startLoad(
-  target: HttpTarget,
-  pool: readonly PoolContact[],
-  tag: string,
-  seconds: number,
-  timeline: PhaseTimeline,
-  seriesFrom?: number,
-): Load {
-  const kinds = KINDS.map((scenario) => {
-    const phases = new PhaseLoad(timeline);
-    const series = seriesFrom === undefined ? undefined : new LatencySeries(SERIES_SECONDS);
-    series?.begin(seriesFrom!);
-    const instance = load(target, scenario, pool, `${tag}-${scenario}`, CONNECTIONS[scenario], seconds);
-    instance.on('response', (_client, status, _bytes, ms) => {
-      const now = performance.now();
-      phases.response(now, ms, status);
-      series?.add(now - ms, ms);
-    });
-    instance.on('reqError', () => phases.error(performance.now()));
-    return { scenario, phases, instance, series };
-  });
-  const ended = Promise.all(kinds.map((k) => k.instance)).then(() => performance.now());
-  return { kinds, stop: () => kinds.forEach((k) => k.instance.stop()), ended };
-}
-
-/**
- * Waits for the load's end, then the checks of the HTTP step: no error, no non-2xx, and the database
- * holds what the 2xx answers promise (autocannon's own counts: they include what no span shows).
- */
-async function checkLoad(sql: Sql, account: BenchAccount, pool: readonly PoolContact[], l: Load, tag: string) {
-  const results: Result[] = await Promise.all(l.kinds.map((k) => k.instance));
-  for (const [i, { scenario: s, phases }] of l.kinds.entries()) {
-    const r = results[i]!;
-    if (r.non2xx > 0 || r.errors > 0 || r.timeouts > 0)
-      throw new Error(
-        `mixed ${tag} ${s}: ${r.non2xx} non-2xx answers (${JSON.stringify(r.statusCodeStats)}), ` +
-          `${r.errors} errors, ${r.timeouts} timeouts (by phase: ${phases.faults()})`,
-      );
-    await verify(sql, account.id, s, `${tag}-${s}`, r['2xx'], pool, CONNECTIONS[s]);
-  }
+/** A phase's seconds alone (import A earlier in the run) and under the load, when both are known. */
+export function phaseSeconds(m: MixedRun, phase: string): { loaded?: number; alone?: number } {
+  const of = (phases: PhaseSpan[] | undefined) => phases?.find((p) => p.phase === phase)?.seconds;
+  return { loaded: of(m.importPhases), alone: of(m.alone?.phases) };
 }
 
 function span(name: string, seconds: number, judged: boolean, phases: readonly string[], l: Load): MixedSpan {
@@ -278,7 +287,8 @@ function span(name: string, seconds: number, judged: boolean, phases: readonly s
     judged,
     kinds: l.kinds.map((k) => ({
       scenario: k.scenario,
-      connections: CONNECTIONS[k.scenario],
+      connections: k.rate === undefined ? CONNECTIONS[k.scenario] : 0,
+      ...(k.rate !== undefined && { offered: k.rate }),
       ...k.phases.figures(phases, seconds),
     })),
   };

@@ -4,7 +4,9 @@
  * into an account of the shape, each verified. When the run has more than 1M rows (`--flat-rows`), the dba step and the
  * imports also run on the shape's 1M files (the first 1,000,000 rows of the same generator) just
  * before the run's own, their contacts dropped after: seconds per 1M rows at both sizes in one run
- * (flat.ts).
+ * (flat.ts). The pgloader step then runs on those small files only: at ~11k rows/s it would add
+ * about 2.5 hours to a 25M run (bench/findings/2026-12-06-pgloader-peer-1m.md), so the imports'
+ * × pgloader comes from the 1M pairs (the 1M imports over pgloader's 1M loads).
  *
  * The narrow shape runs first and its contacts are dropped before the wide shape's imports: its
  * peak is then its own, not added to the wide import B's, the run's highest (bench/lib/disk.ts).
@@ -21,6 +23,7 @@ import type { Infra } from '../lib/services';
 import { SHAPES, type ShapeName } from '../lib/shapes';
 import { sizeLabel } from '../lib/format';
 import { importA, importB, type StepContext } from './import-and-http';
+import { stepStarts } from '../lib/run-clock';
 
 /** Narrow first: see above. */
 export const RUN_ORDER: readonly ShapeName[] = ['narrow', 'wide'];
@@ -38,6 +41,8 @@ export interface ShapeFiles {
 export interface FlatRun {
   files: ShapeFiles;
   dba?: DbaRun;
+  /** the pgloader step on the small files, in place of the run's own (see above) */
+  pgloader?: PgloaderRun;
   importA?: ImportRun;
   importB?: ImportRun;
 }
@@ -47,7 +52,7 @@ export interface ShapeRun {
   files: ShapeFiles;
   l1?: L1Result;
   dba?: DbaRun;
-  /** the peer tool: the dba step's upsert as pgloader's after-load SQL (not on the small files) */
+  /** the peer tool: the dba step's upsert as pgloader's after-load SQL (on the small files instead, when there are) */
   pgloader?: PgloaderRun;
   importA?: ImportRun;
   importB?: ImportRun;
@@ -71,16 +76,27 @@ export async function copySteps(
   log: (m: string) => void,
 ): Promise<void> {
   if (steps.l1) {
+    stepStarts('l1', run.shape);
     await runFiles.ready(run.files.a);
     run.l1 = await runL1(infra.sql, run.files.a);
     await runFiles.read(run.files.a);
   }
   if (steps.dba) {
+    stepStarts('dba', run.shape);
     if (run.flat)
       run.flat.dba = await runDba(infra, `${runId} ${sizeLabel(run.flat.files.a.rows)}`, run.flat.files, runFiles, log);
     run.dba = await runDba(infra, runId, run.files, runFiles, log);
   }
-  if (steps.pgloader) run.pgloader = await runPgloader(infra, runId, run.files, runFiles, log);
+  if (steps.pgloader) stepStarts('pgloader', run.shape);
+  if (steps.pgloader && run.flat)
+    run.flat.pgloader = await runPgloader(
+      infra,
+      `${runId} ${sizeLabel(run.flat.files.a.rows)}`,
+      run.flat.files,
+      runFiles,
+      log,
+    );
+  else if (steps.pgloader) run.pgloader = await runPgloader(infra, runId, run.files, runFiles, log);
 }
 
 /**
@@ -104,6 +120,7 @@ export async function importSteps(
 ): Promise<void> {
   const shape = SHAPES[run.shape];
   if (run.flat && steps.a) {
+    stepStarts('flat imports', run.shape);
     const size = sizeLabel(run.flat.files.a.rows);
     const small = await createBenchAccount(ctx.sql, `${runId} ${size}${shape.suffix}`, shape);
     const label = { importA: shape.label('import A', size), importB: shape.label('import B', size) };
@@ -113,8 +130,10 @@ export async function importSteps(
     log(`[bench] the ${size} imports' contacts${shape.suffix} ${await dropAccountContacts(ctx.sql, small.id)}`);
   }
   run.accountId = account.id;
+  if (steps.a) stepStarts('import A', run.shape);
   if (steps.a) run.importA = await importA(ctx, account, run.files.a, opts, log);
   if (steps.a) await afterImportA?.();
+  if (steps.b && run.files.b) stepStarts('import B', run.shape);
   if (steps.b && run.files.b) run.importB = await importB(ctx, account, run.files.b, opts, log);
   if (run.importB) await afterImportB?.();
   if (run.shape !== 'wide' && steps.a)
@@ -143,17 +162,19 @@ export function loadRows(run: ShapeRun): LoadRow[] {
         ratioToL1: toL1(d.seconds),
       });
   }
+  // On the small files when the run has some: beside their own dba step, no L1 of their size.
+  const flat = run.flat?.pgloader && run.flat;
   for (const key of ['a', 'b'] as const) {
-    const p = pgloader?.[key];
-    const file = run.files[key];
-    const d = dba?.[key];
+    const p = (flat ? flat.pgloader : pgloader)?.[key];
+    const file = (flat ? flat.files : run.files)[key];
+    const d = (flat ? flat.dba : dba)?.[key];
     if (p && file)
       rows.push({
-        step: shape.label(`pgloader ${key.toUpperCase()}`, 'load + upsert'),
+        step: shape.label(`pgloader ${key.toUpperCase()}`, `${flat ? `${sizeLabel(file.rows)}, ` : ''}load + upsert`),
         seconds: p.seconds,
         rows: file.rows,
         bytes: file.bytes,
-        ratioToL1: toL1(p.seconds),
+        ratioToL1: flat ? undefined : toL1(p.seconds),
         ratioToDba: d ? p.seconds / d.seconds : undefined,
       });
   }
@@ -162,6 +183,9 @@ export function loadRows(run: ShapeRun): LoadRow[] {
     const file = run.files[key];
     const d = dba?.[key];
     const p = pgloader?.[key];
+    // × pgloader from the 1M pair: the 1M import over pgloader's load of the same 1M file.
+    const small = flat && (key === 'a' ? flat.importA : flat.importB);
+    const flatP = flat && flat.pgloader?.[key];
     if (imported && file)
       rows.push({
         step: shape.label(`import ${key.toUpperCase()}`),
@@ -172,7 +196,7 @@ export function loadRows(run: ShapeRun): LoadRow[] {
         target: run.shape === 'wide' ? TARGET_X_L1[key] : undefined,
         ratioToDba: d ? imported.seconds / d.seconds : undefined,
         dbaTarget: d ? TARGET_X_DBA[key] : undefined,
-        ratioToPgloader: p ? imported.seconds / p.seconds : undefined,
+        ratioToPgloader: p ? imported.seconds / p.seconds : small && flatP ? small.seconds / flatP.seconds : undefined,
         workerPeakRssMb: imported.workerPeakRssMb,
       });
   }
