@@ -1,5 +1,6 @@
 # One image for the API and the worker:
-#   docker run IMAGE            → the API (migrates on start, serves on $PORT)
+#   docker run IMAGE            → the API (migrates on start, then API_PROCESSES processes, one per
+#                                 CPU of the container's quota by default, serve on $PORT)
 #   docker run IMAGE worker     → the import worker
 #   docker run IMAGE migrate    → apply migrations and exit
 #   docker run IMAGE admin …    → the admin CLI
