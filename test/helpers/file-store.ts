@@ -6,6 +6,7 @@ import { loadConfig, type Config } from '../../src/config';
 import type { Sql } from '../../src/db';
 import { importObjectKey } from '../../src/storage';
 import { LocalStore } from '../../src/storage/local';
+import type { ObjectStore } from '../../src/storage/store';
 import { UploadTokens } from '../../src/storage/upload-token';
 
 /** The real local object store over a fresh temp directory. */
@@ -36,7 +37,7 @@ export interface ImportOptions {
  */
 export async function stageImport(
   sql: Sql,
-  store: LocalStore,
+  store: Pick<ObjectStore, 'putFile'>,
   accountId: string,
   content: string | Uint8Array | { path: string },
   o: ImportOptions,
