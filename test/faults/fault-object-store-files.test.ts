@@ -15,6 +15,7 @@ import { DownloadLinks } from '../../src/exports/download';
 import { createImportQueue, type BullImportQueue } from '../../src/imports/bullmq-queue';
 import { rejectedRowsResponse } from '../../src/imports/rejected-rows';
 import { importObjectKey } from '../../src/storage';
+import { runNextExport } from '../../worker/exports/loop';
 import { writeObject } from '../../worker/exports/sink';
 import { sweep } from '../../worker/sweep';
 import { testApp, type TestApp } from '../helpers/app';
@@ -143,6 +144,35 @@ describe("the export's multipart upload", () => {
     expect(await bed.direct.head(key)).toBeUndefined();
     expect(ms).toBeLessThan(20_000);
   }, 45_000);
+});
+
+describe('an export while the store is down', () => {
+  test('is run again every 5 s and ends with every row once the store is back', async () => {
+    await t.db.sql`
+      insert into contacts (account_id, email_md5, email, attributes, brand_ids, enabled, first_source)
+      select ${t.accountId}, md5('x' || k || '@example.com')::uuid, 'x' || k || '@example.com', '{}', '{}', true, 'api'
+      from generate_series(1, 5000) k`;
+    const created = await t.call('POST', '/v1/contact-exports', { body: {} });
+    expect(created.status).toBe(202);
+    bed.proxy.set({ fault: 'error500', rate: 1 });
+    expect(await runNextExport(t.db.sql, bed.store, crypto.randomUUID(), 7)).toBe('retry');
+    // The store comes back before the export's second run (5 s after the first failed).
+    bed.proxy.set(undefined);
+    const back = performance.now();
+    let end;
+    while (!end) {
+      end = await runNextExport(t.db.sql, bed.store, crypto.randomUUID(), 7);
+      if (!end) await Bun.sleep(100);
+    }
+    const recoveryMs = Math.round(performance.now() - back);
+    console.log(JSON.stringify({ fault: 'object store down at the export', recoveryMs }));
+    expect(end).toBe('success');
+    const e = (await t.call('GET', `/v1/contact-exports/${created.body.id}`)).body;
+    expect(e).toMatchObject({ status: 'success', rowCount: 5000 });
+    const file = await (await fetch(e.downloadUrl)).text();
+    expect(file.trim().split('\n').length).toBe(5001);
+    expect(recoveryMs).toBeLessThan(10_000);
+  }, 30_000);
 });
 
 describe('the presigned download of an export', () => {
