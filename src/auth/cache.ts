@@ -179,7 +179,7 @@ export class InvalidationListener {
     this.checkingNodes = true;
     this.nodesCheckAt = Date.now() + NODE_CHECK_MS;
     const own = this.sql.options;
-    this.lookup ??= connectBeside(this.sql, { host: own.host[0]!, port: own.port[0]! }, { idle_timeout: 5 });
+    this.lookup ??= connectBeside(this.sql, 'own', { idle_timeout: 5 });
     clusterNodes(this.lookup)
       .then((nodes) => {
         if (this.stop?.aborted) return;

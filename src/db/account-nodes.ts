@@ -137,8 +137,7 @@ export class AccountNodes {
   }
 
   private lookupConnection(): Sql {
-    const own = this.sql.options;
-    this.lookup ??= connectBeside(this.sql, { host: own.host[0]!, port: own.port[0]! }, { idle_timeout: 5 });
+    this.lookup ??= connectBeside(this.sql, 'own', { idle_timeout: 5 });
     return this.lookup;
   }
 

@@ -53,13 +53,18 @@ export function connect(
  * A connection of its own beside `sql`, to `node`: the pool's options (credentials, database, TLS)
  * with the node's address, as postgres.js makes its own listen connection, without the pool's hooks
  * (statement log, close callback) and outside its place count. For what must neither take a place
- * in an app's pool nor show among its statements: listeners, lookups.
+ * in an app's pool nor show among its statements: listeners, lookups. `'own'`: to the pool's own
+ * servers, every host of a DATABASE_URL that names several, chosen by its target_session_attrs as
+ * the pool chooses; its first host alone may be a primary that failed over, or a standby.
  */
-export function connectBeside(sql: Sql, node: { host: string; port: number }, extra: { idle_timeout?: number } = {}) {
+export function connectBeside(
+  sql: Sql,
+  node: { host: string; port: number } | 'own',
+  extra: { idle_timeout?: number } = {},
+) {
   return postgres({
     ...sql.options,
-    host: [node.host],
-    port: [node.port],
+    ...(node !== 'own' && { host: [node.host], port: [node.port] }),
     max: 1,
     debug: false,
     onclose: undefined,

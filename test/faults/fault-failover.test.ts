@@ -34,6 +34,8 @@ import { startPgPair, type PgPair } from '../helpers/pg-standby';
 
 const API_APP = 'failover-api';
 const WORKER_APP = 'failover-worker';
+/** Between the kill and the promotion: a failover manager's decision, shortened. */
+const NO_PRIMARY_MS = 3_000;
 
 let pair: PgPair;
 let bed: ProcessBed;
@@ -165,6 +167,17 @@ function problemCode(body: string): string {
   }
 }
 
+/** Sessions the server logging to `log` opened for each process of the service from `from` to `to` (Date.now()). */
+async function sessionsOpened(log: string, from: number, to: number): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const line of (await Bun.file(log).text()).split('\n')) {
+    const m = /^(\S+ \S+) UTC .*connection authorized: .*application_name=(failover-\w+)/.exec(line);
+    const at = m ? Date.parse(`${m[1]!.replace(' ', 'T')}Z`) : NaN;
+    if (at >= from && at <= to) counts[m![2]!] = (counts[m![2]!] ?? 0) + 1;
+  }
+  return counts;
+}
+
 /** How many of `emails` the account has on the server at `url`. */
 async function storedOn(url: string, accountId: string, emails: string[]): Promise<number> {
   return onNode(url, async (sql) => {
@@ -202,7 +215,8 @@ test(
         (await serviceSessionsOn(pair.primary().url)).some((s) => s.app === API_APP && /^listen/i.test(s.query)),
       );
       const atKill = await midPhase(bed.sql, run.importId, 'merge');
-      const { killed, promoted, killedAt, promotedAt } = await pair.failover();
+      const { killed, promoted, killedAt, promotedAt } = await pair.failover({ promoteAfterMs: NO_PRIMARY_MS });
+      const gap = await sessionsOpened(promoted.log, killedAt, promotedAt);
       const firstOk = await until(
         'a 2xx after the promotion',
         async () => writes.ackedAt.find((t) => t > promotedAt),
@@ -219,12 +233,17 @@ test(
           promotedToFirst2xxMs: firstOk - promotedAt,
           acked: writes.acked.length,
           ackedBeforeKill: ackedBefore,
+          noPrimarySessionsOnStandby: gap,
           statuses: writes.statuses,
           existedOnResend: writes.existed.length,
           slowestRequestMs: writes.slowestMs,
         }),
       );
       expect(promoted.name).not.toBe(killed.name);
+      // While no host took writes, the worker's connections tried the hosts in rounds spaced by the
+      // pool's backoff (up to 1 s): a handful of sessions each on the standby. Trying again at once
+      // opened 30-60 a second each (64 in 2 s on a loaded machine for the worker).
+      expect(gap[WORKER_APP] ?? 0).toBeLessThan(50);
       expect(firstOk - promotedAt).toBeLessThan(10_000);
       // No request hung on the dead primary: each was answered (2xx or 503) well within its 20 s.
       expect(writes.statuses['no answer'] ?? 0).toBe(0);
@@ -279,6 +298,9 @@ test(
       async () => (await storedOn(standby.url, accountId, writes.acked)) === writes.acked.length,
     );
     expect(await serviceSessionsOn(standby.url)).toEqual([]);
+    // Its lookups (cluster nodes for the cache listener, accounts' nodes for the fast path) went to
+    // the primary too, not to the first host alone.
+    expect(await bed.tail(fresh, 400)).not.toMatch(/could not (look up|list the cluster nodes)/);
   },
   60_000,
 );

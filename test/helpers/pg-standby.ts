@@ -71,6 +71,8 @@ const SETTINGS: Record<string, string> = {
   wal_log_hints: 'on',
   hot_standby: 'on',
   max_connections: '200',
+  // Each session in the node's log with its application_name: what reached a node, and from whom.
+  log_connections: 'on',
 };
 
 const shellQuote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
