@@ -117,6 +117,11 @@ export function buildApp(deps: Deps) {
       const facts = factsOf(request);
       if (facts) facts.route = route;
     })
+    .onAfterResponse(({ request }) => {
+      // The request's time, for the busy signal's requests in flight (src/imports/api-load.ts).
+      const facts = factsOf(request);
+      if (facts) deps.load?.served(performance.now() - facts.started);
+    })
     .onError(async ({ code, error, request }) => {
       const instance = pathOf(request.url);
       // A request that went ahead on a cached key claim answers nothing but success before the key is

@@ -5,12 +5,27 @@
  * phase: the read's parsed chunks with their COPY (read.ts), the dedupe's slices (dedupe.ts), the
  * merge batches (merge/batch.ts) and the scan for the report's duplicate rows beside them
  * (rejects.ts). While the API is not busy nothing rests: an import on an idle API runs at full speed.
+ * How long a piece rests follows the API's load (restFactor): a light load takes a short rest, a
+ * saturated API the full IMPORT_PACE.
  */
 export interface PaceSource {
   /** Whether the API is busy now (Pipeline.apiBusy); absent: never. */
   apiBusy?: () => boolean;
-  /** How many times a paced piece's own time it rests after it (IMPORT_PACE; 0: never paced). */
+  /** How many times a paced piece's own time it rests after it (IMPORT_PACE; 0: never paced), at most. */
   pace: number;
+  /** The busy API's load, 0-1 (ApiLoad.share: its requests in flight as a share of saturation); absent: 1. */
+  apiShare?: () => number;
+}
+
+/**
+ * Times a paced piece's own time it rests: the import's share of the time (piece / (piece + rest))
+ * is what the API's load leaves, 1 - share, so rest / piece = share / (1 - share), at most `pace`
+ * (reached at share pace / (1 + pace), 0.8 for the default 4). Without a share, `pace`.
+ */
+export function restFactor(pace: number, share: number | undefined): number {
+  if (share === undefined) return pace;
+  const s = Math.min(Math.max(share, 0), 1);
+  return s >= 1 ? pace : Math.min(pace, s / (1 - s));
 }
 
 /** One run's pieces: asks whether the next should be paced, and rests after those that were. */
@@ -40,7 +55,8 @@ export class Pacer {
    * piece that is not one promise, such as a parsed chunk whose rows the COPY has just taken.
    */
   async restAfter(started: number): Promise<void> {
-    const rest = Math.round((performance.now() - started) * this.source.pace);
+    const factor = restFactor(this.source.pace, this.source.apiShare?.());
+    const rest = Math.round((performance.now() - started) * factor);
     this.pieces++;
     this.restedMs += rest;
     await Bun.sleep(rest);

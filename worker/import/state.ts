@@ -103,6 +103,8 @@ export interface Pipeline {
    * (merge/batch.ts). Absent: never (the admin CLI's in-process run).
    */
   apiBusy?: () => boolean;
+  /** The busy API's load, 0-1 (ApiLoad.share): how long paced pieces rest (pace.ts). */
+  apiShare?: () => number;
   /** Called after a merge batch committed brand-subscribe events (src/events/wake.ts); absent: nothing. */
   eventsCommitted?: () => void;
   /** How many times a paced piece's own time it rests after it (IMPORT_PACE; 0: never paced). */
