@@ -91,6 +91,12 @@ test('every metric the rules and the runbook name is served by the API or the wo
   const named = new Set(texts.flatMap((t) => [...t.matchAll(/\bcontact_service_[a-z0-9_]+/g)].map((m) => m[0])));
   expect(named.size).toBeGreaterThanOrEqual(15);
   expect([...named].filter((n) => !served.has(n))).toEqual([]);
+  // The gauges added for the alerts read their figures (a failed read leaves only the TYPE line).
+  const apiText = await (await fetch(`${api.url}/metrics`)).text();
+  const workerText = await (await fetch(`http://127.0.0.1:${workerPort}/metrics`)).text();
+  expect(apiText).toMatch(/^contact_service_db_circuit_open 0$/m);
+  expect(apiText).toMatch(/^contact_service_exports\{status="failed"\} 0$/m);
+  expect(workerText).toMatch(/^contact_service_staging_sets\{state="free"\} 0$/m);
   // Prometheus's own `up` is the worker's heartbeat: the real server must see both targets up.
   expect(await targetsHealth()).toEqual(['contact-service-api:up', 'contact-service-worker:up']);
 });
