@@ -44,6 +44,8 @@ export interface PgPair {
   failover(opts?: {
     promoteAfterMs?: number;
   }): Promise<{ killed: PgNode; promoted: PgNode; killedAt: number; promotedAt: number }>;
+  /** `pg_ctl restart -m immediate` of the primary (crash recovery, same port); the standby follows it again. */
+  restartPrimary(): Promise<void>;
   /** Makes the killed primary a standby of the new one and turns synchronous replication on again. */
   rebuildStandby(): Promise<{ how: 'pg_rewind' | 'pg_basebackup'; ms: number }>;
   stop(): Promise<void>;
@@ -226,6 +228,11 @@ export async function startPgPair(dataDir: string): Promise<PgPair> {
       const promotedAt = Date.now();
       [primary, standby, killed] = [next, undefined, old];
       return { killed: old, promoted: next, killedAt, promotedAt };
+    },
+    async restartPrimary() {
+      const node = primary;
+      await pg('pg_ctl', ['stop', '-D', node.dir, '-m', 'immediate', '-w', '-t', '60'], node);
+      await start(node);
     },
     async rebuildStandby() {
       if (!killed) throw new Error('no old primary to rebuild: failover() first');
