@@ -1,5 +1,6 @@
 import { Readable } from 'node:stream';
 import { GetObjectCommand, type GetObjectCommandOutput, type S3Client } from '@aws-sdk/client-s3';
+import { ObjectReadError } from './store';
 
 export interface ResumableReadOptions {
   /** Silence in a body longer than this is a stalled connection: dropped and resumed. */
@@ -7,9 +8,6 @@ export interface ResumableReadOptions {
   /** Resumes in a row that bring no byte before the read fails (each one request, with the SDK's own retries). */
   attempts: number;
 }
-
-/** The object could not be read to its end: every resume failed, or the store answered wrongly. */
-export class ObjectReadError extends Error {}
 
 /**
  * Streams an object from S3 to its last byte, whatever happens to the connection on the way.
@@ -66,7 +64,7 @@ async function* chunks(
           const chunk = await nextWithin(body, opts.idleMs);
           if (chunk === undefined) break;
           at += chunk.byteLength;
-          if (at > size) throw new ObjectReadError(`the body of ${key} is longer than its ${size} bytes`);
+          if (at > size) throw new ObjectReadError(`the body of ${key} is longer than its ${size} bytes`, false);
           failures = 0;
           yield chunk;
         }
@@ -78,7 +76,9 @@ async function* chunks(
         // A connection that broke after the last byte lost nothing.
         if (at === size && !(e instanceof ObjectReadError)) return;
         if (permanent(e) || ++failures > opts.attempts)
-          throw new ObjectReadError(`reading ${key} failed at byte ${at} of ${size}: ${String(e)}`, { cause: e });
+          throw new ObjectReadError(`reading ${key} failed at byte ${at} of ${size}: ${String(e)}`, !permanent(e), {
+            cause: e,
+          });
         await Bun.sleep(backoffMs(failures));
       }
     }
@@ -123,7 +123,10 @@ function checkRange(answer: GetObjectCommandOutput, at: number, size: number, ke
   const range = /^bytes (\d+)-(\d+)\/(\d+)$/.exec(answer.ContentRange ?? '');
   if (!range || Number(range[1]) !== at || Number(range[3]) !== size) {
     drop(answer.Body as Readable);
-    throw new ObjectReadError(`the store answered a read of ${key} from byte ${at} with "${answer.ContentRange}"`);
+    throw new ObjectReadError(
+      `the store answered a read of ${key} from byte ${at} with "${answer.ContentRange}"`,
+      false,
+    );
   }
 }
 

@@ -19,6 +19,35 @@ export interface UploadTarget {
 /** Thrown by `read` when the object is gone or no longer matches the pinned ETag. */
 export class ObjectChangedError extends Error {}
 
+/**
+ * A read's stream fails with this when it could not bring the object to its end: the store stayed
+ * away through every resume (`unavailable`), or answered what cannot be the object's rest.
+ */
+export class ObjectReadError extends Error {
+  constructor(
+    message: string,
+    readonly unavailable: boolean,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+const NETWORK_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH']);
+
+/**
+ * Whether an object store failure says the store is away or overloaded (no answer, a timeout, a
+ * reset, throttling, a 5xx, a read it kept breaking), not that the request was wrong: retried, or
+ * waited out. The one rule; a 4xx (denied, missing, replaced) is not.
+ */
+export function isStoreUnavailable(e: unknown): boolean {
+  if (e instanceof ObjectReadError) return e.unavailable;
+  const err = e as { name?: string; code?: string; $metadata?: { httpStatusCode?: number } } | undefined;
+  const status = err?.$metadata?.httpStatusCode;
+  if (status !== undefined) return status === 429 || status >= 500;
+  return err?.name === 'TimeoutError' || NETWORK_CODES.has(err?.code ?? '');
+}
+
 export interface ReadOptions {
   chunkBytes?: number;
 }

@@ -9,7 +9,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
-import { ObjectReadError } from '../../src/storage/s3-read';
+import { ObjectReadError } from '../../src/storage/store';
 import type { S3Fault, S3Request } from '../helpers/s3-fault-proxy';
 import { s3FaultBed, type S3FaultBed } from '../helpers/s3-fault-bed';
 

@@ -7,7 +7,7 @@ import { EXPORT_LEASE_SECONDS } from '../../src/exports/retry-after';
 import { customAttributes, getSchema } from '../../src/schema/service';
 import { parseFilter } from '../../src/search/filter';
 import { diskFullCause, isDiskFull } from '../../src/storage/disk-full';
-import type { ObjectStore } from '../../src/storage/store';
+import { isStoreUnavailable, type ObjectStore } from '../../src/storage/store';
 import { copyRows } from './copy-rows';
 import { countRows } from './count';
 import { copyStatement, headerLine, type ExportColumn, type ExportFilter } from './select';
@@ -160,14 +160,20 @@ export async function runExport(deps: ExportRunDeps, claimed: ClaimedExport): Pr
 
 /**
  * A failed run: taken up again after a pause, or, past MAX_ATTEMPTS (MAX_RUNS_THROUGH_OUTAGES when it
- * met the database away or a full disk), the export fails with the reason.
+ * met the database away, a full disk or the object store away), the export fails with the reason.
  */
 async function giveUp({ sql, token, log }: ExportRunDeps, claimed: ClaimedExport, e: unknown): Promise<RunEnd> {
   const message = (e instanceof Error ? e.message : String(e)).split('\n')[0]!.slice(0, 300);
-  const reason = isDiskFull(e) ? `${diskFullCause(e)}: ${message}` : message;
+  const storeAway = !isConnectionGone(e) && isStoreUnavailable(e);
+  const reason = isDiskFull(e)
+    ? `${diskFullCause(e)}: ${message}`
+    : storeAway
+      ? `the object store did not take the file: ${message}`
+      : message;
   log('contact export run failed', { accountId: claimed.account_id, exportId: claimed.id, error: reason });
-  // A full disk, like an outage, says nothing about the export: it is waited out for as many runs.
-  const waitedOut = isConnectionGone(e) || isDiskFull(e);
+  // A full disk or an object store away, like a database outage, says nothing about the export: it is
+  // waited out for as many runs.
+  const waitedOut = isConnectionGone(e) || isDiskFull(e) || storeAway;
   const last = claimed.attempts >= (waitedOut ? MAX_RUNS_THROUGH_OUTAGES : MAX_ATTEMPTS);
   const failure = `The export stopped after ${claimed.attempts} failed attempts; the last error was: ${reason}`;
   const updated = await sql`
