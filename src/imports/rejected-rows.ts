@@ -1,8 +1,11 @@
 import { Readable } from 'node:stream';
 import type { Sql } from '../db';
-import { notFound } from '../errors';
-import { ObjectChangedError, type ObjectStore } from '../storage/store';
+import { notFound, serviceUnavailable } from '../errors';
+import { isStoreUnavailable, ObjectChangedError, type ObjectStore } from '../storage/store';
 import { hasRejectedRows, type ImportRow } from './view';
+
+/** After the S3 client's own retries (seconds of backoff) failed: a few seconds more. */
+const STORE_RETRY_AFTER_SECONDS = 5;
 
 type ReportRow = Pick<ImportRow, 'status' | 'rejected_rows_key' | 'rejected_rows_expires_at'>;
 
@@ -29,6 +32,13 @@ export async function rejectedRowsResponse(
   } catch (e) {
     // Removed under us (its retention ended between the query and the read): as if never there.
     if (e instanceof ObjectChangedError) throw notFound(noReport(importId, row));
+    // The store stayed away through the client's retries: the same request can succeed later.
+    if (isStoreUnavailable(e))
+      throw serviceUnavailable(
+        'The object store holding the report did not answer; send again.',
+        STORE_RETRY_AFTER_SECONDS,
+        e,
+      );
     throw e;
   }
   return new Response(Readable.toWeb(body) as ReadableStream, {

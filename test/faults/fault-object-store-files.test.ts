@@ -234,7 +234,7 @@ describe('the rejected-rows report streamed by the API', () => {
   let accountId: string;
   let importId: string;
   beforeAll(async () => {
-    accountId = await createAccount(t.db.sql);
+    accountId = t.accountId;
     const key = `contact-imports/${accountId}/report.rejected-rows.csv`;
     await putDirect(key, report);
     const [row] = await t.db.sql<{ id: string }[]>`
@@ -255,6 +255,15 @@ describe('the rejected-rows report streamed by the API', () => {
       expect(md5(got)).toBe(md5(report));
     }, 30_000);
   }
+
+  test('is a 503 problem with Retry-After when the store stays away', async () => {
+    bed.proxy.set({ fault: 'slowDown', rate: 1, match: (r) => r.method === 'GET' });
+    const res = await t.call('GET', `/v1/contact-imports/${importId}/rejected-rows`);
+    bed.proxy.set(undefined);
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('5');
+    expect(res.body).toMatchObject({ status: 503, title: 'Service unavailable' });
+  }, 30_000);
 
   test('errors its body, never ends it short, when the store goes down mid-report', async () => {
     bed.proxy.set({ fault: 'truncate', next: 1, match: (r) => r.method === 'GET' });
