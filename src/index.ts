@@ -77,3 +77,11 @@ async function shutdown(signal: string) {
   await closeAndExit(sql, [db, redis]);
 }
 onStopSignals(shutdown);
+// A process of a group whose launcher is gone (SIGKILL, the OOM killer) is no longer supervised nor
+// drained by anyone: it stops as on SIGTERM rather than hold the shared port alone.
+if (config.apiProcessIndex !== undefined) {
+  const launcher = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== launcher) void shutdown('launcher gone');
+  }, 1_000).unref();
+}

@@ -2,7 +2,8 @@
  * API_PROCESSES (issue 59): `bun run api` (src/cli/api.ts, the image's default command) runs that
  * many API processes on one port. Both answer requests sent to the shared port, each with its part
  * of DATABASE_POOL_SIZE and its own /metrics; one SIGKILLed leaves the other answering every
- * request while the supervisor starts it again; SIGTERM drains them all and the launcher exits 0.
+ * request while the supervisor starts it again; SIGTERM drains them all and the launcher exits 0;
+ * a launcher SIGKILLed leaves none of them behind.
  */
 import { afterAll, beforeAll, expect, test } from 'bun:test';
 import { join, resolve } from 'node:path';
@@ -77,11 +78,9 @@ async function healthzCount(metricsPort: number): Promise<number> {
   return n;
 }
 
-test('two API processes share the port; one killed leaves the other answering; SIGTERM drains all', async () => {
-  const port = await freePort();
-  const metricsPort = await twoFreePorts();
-  const base = `http://127.0.0.1:${port}`;
-  const proc = Bun.spawn([process.execPath, 'src/cli/api.ts'], {
+/** `bun run api` with API_PROCESSES=2 on the bed, at `port`, their own metrics at metricsPort and the next. */
+function launch(port: number, metricsPort: number) {
+  return Bun.spawn([process.execPath, 'src/cli/api.ts'], {
     cwd: ROOT,
     env: {
       ...process.env,
@@ -98,6 +97,13 @@ test('two API processes share the port; one killed leaves the other answering; S
     stdout: 'pipe',
     stderr: 'pipe',
   });
+}
+
+test('two API processes share the port; one killed leaves the other answering; SIGTERM drains all', async () => {
+  const port = await freePort();
+  const metricsPort = await twoFreePorts();
+  const base = `http://127.0.0.1:${port}`;
+  const proc = launch(port, metricsPort);
   const log = capture(proc);
   const pidOf = (name: string) =>
     Number([...log.text.matchAll(new RegExp(`${name} started \\(pid (\\d+)\\)`, 'g'))].at(-1)?.[1] ?? NaN);
@@ -156,3 +162,26 @@ test('two API processes share the port; one killed leaves the other answering; S
     for (const pid of seen) if (alive(pid)) process.kill(pid, 'SIGKILL');
   }
 }, 90_000);
+
+test('a launcher SIGKILLed leaves no API process behind', async () => {
+  const port = await freePort();
+  const proc = launch(port, await twoFreePorts());
+  const log = capture(proc);
+  const pids: number[] = [];
+  try {
+    await until('both API processes to listen', async () => log.text.split('"msg":"api listening"').length - 1 >= 2);
+    for (const name of ['api-0', 'api-1'])
+      pids.push(Number(new RegExp(`${name} started \\(pid (\\d+)\\)`).exec(log.text)![1]));
+    proc.kill('SIGKILL');
+    await until('both API processes to stop', async () => pids.every((pid) => !alive(pid)), 15_000);
+    expect(
+      await fetch(`http://127.0.0.1:${port}/healthz`).then(
+        () => 'answered',
+        () => 'refused',
+      ),
+    ).toBe('refused');
+  } finally {
+    if (proc.exitCode === null) proc.kill('SIGKILL');
+    for (const pid of pids) if (alive(pid)) process.kill(pid, 'SIGKILL');
+  }
+}, 60_000);
