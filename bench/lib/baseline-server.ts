@@ -3,9 +3,29 @@
  * boils down to. No framework, no auth, no validation, no schema lookups, no write guard: what the
  * API costs on top of this is what the HTTP ratios measure.
  * Env: DATABASE_URL, BASELINE_ACCOUNT_ID, PORT (0 = any), DATABASE_POOL_SIZE (default 10, as the API).
+ * BASELINE_PROCESSES=N (N > 1, a fixed PORT): N such servers on the port (SO_REUSEPORT), each with
+ * DATABASE_POOL_SIZE / N connections as each of N API processes has (src/db/pool.ts apiPoolSize),
+ * children of this one, which stops them on SIGTERM: the bare server beside API_PROCESSES=N.
  */
 import { createHash } from 'node:crypto';
 import { connect } from '../../src/db';
+
+const processes = Number(process.env.BASELINE_PROCESSES ?? 1);
+if (processes > 1 && !process.env.BASELINE_IN_GROUP) {
+  const pool = Math.max(2, Math.floor(Number(process.env.DATABASE_POOL_SIZE ?? 10) / processes));
+  const env = { ...process.env, BASELINE_IN_GROUP: '1', DATABASE_POOL_SIZE: String(pool) };
+  const children = Array.from({ length: processes }, () =>
+    Bun.spawn([process.execPath, import.meta.path], { env, stdio: ['ignore', 'inherit', 'inherit'] }),
+  );
+  process.on('SIGTERM', async () => {
+    for (const c of children) c.kill('SIGTERM');
+    await Promise.all(children.map((c) => c.exited));
+    process.exit(0);
+  });
+  // A child that dies fails the run: the group is one server.
+  await Promise.race(children.map((c) => c.exited));
+  process.exit(1);
+}
 
 const accountId = process.env.BASELINE_ACCOUNT_ID ?? '';
 const sql = connect(process.env.DATABASE_URL ?? '', Number(process.env.DATABASE_POOL_SIZE ?? 10));
@@ -67,6 +87,7 @@ async function route(req: Request): Promise<Response> {
 const server = Bun.serve({
   port: Number(process.env.PORT ?? 0),
   hostname: '127.0.0.1',
+  reusePort: Boolean(process.env.BASELINE_IN_GROUP),
   fetch: (req) => route(req).catch((e: unknown) => json({ code: 'api_error', detail: String(e) }, 500)),
 });
 console.log(JSON.stringify({ msg: 'baseline listening', port: server.port }));

@@ -51,8 +51,13 @@ export interface HttpTarget {
    * `api-no-limits`: the same API with RATE_LIMITS=false, what the limits cost measured in the same
    * run; `api-on-worker-1` …: on a Citus cluster, an API connected to that worker (bench/steps/citus.ts).
    */
-  name: 'api' | 'api-no-limits' | 'baseline' | `api-on-${string}`;
+  name: 'api' | 'api-no-limits' | 'baseline' | `api-on-${string}` | `${'api' | 'baseline'}-${number}p`;
   baseUrl: string;
+  /**
+   * The bare server whose req/s this one's ratio is over ('baseline' unless given): `api-2p` (the
+   * API with API_PROCESSES=2) is held against `baseline-2p` (bench/lib/process-groups.ts).
+   */
+  against?: HttpTarget['name'];
   headers: Record<string, string>;
 }
 export interface PoolContact {

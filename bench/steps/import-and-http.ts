@@ -13,6 +13,8 @@ import type { HttpRow } from '../lib/types';
 import { stopChild, type Infra, type Service } from '../lib/services';
 import { shapeOf } from '../lib/shapes';
 import { startBaseline } from '../lib/baseline';
+import { startProcessGroups, type ProcessGroups } from '../lib/process-groups';
+import { availableCores } from '../../src/cpu-cores';
 import { checkImport } from '../lib/verify';
 
 export interface StepContext {
@@ -80,10 +82,15 @@ export async function httpStep(
 ): Promise<HttpRow[]> {
   const baseline = await startBaseline(infra, account);
   const started: Awaited<ReturnType<Service['startApi']>>[] = [];
-  const stopAll = () => Promise.all([baseline.stop(), ...started.map((a) => stopChild(a.child))]);
+  const headers = { authorization: `Bearer ${account.key}` };
+  // The API and the bare server on every core too (API_PROCESSES), each against the other.
+  let groups: ProcessGroups | undefined;
+  const stopAll = () => Promise.all([baseline.stop(), groups?.stop(), ...started.map((a) => stopChild(a.child))]);
   try {
     started.push(await service.startApi('api-no-limits', { RATE_LIMITS: 'false' }));
     for (const n of nodeApis) started.push(await service.startApi(n.name, { DATABASE_URL: n.databaseUrl }));
+    const cores = availableCores();
+    if (cores > 1) groups = await startProcessGroups(infra, account, cores, headers);
   } catch (e) {
     await stopAll();
     throw e;
@@ -91,7 +98,6 @@ export async function httpStep(
   try {
     const [unlimited, ...others] = started as [(typeof started)[number], ...typeof started];
     const pool = await baseline.pool(importedRows);
-    const headers = { authorization: `Bearer ${account.key}` };
     const api = { name: 'api' as const, baseUrl: service.baseUrl, headers };
     const noLimits = { name: 'api-no-limits' as const, baseUrl: unlimited.baseUrl, headers };
     const nodeTargets = others.map((o, k) => ({ name: nodeApis[k]!.name, baseUrl: o.baseUrl, headers }));
@@ -100,11 +106,17 @@ export async function httpStep(
       { name: 'baseline', pid: baseline.pid },
       { name: 'api-no-limits', pid: unlimited.child.proc.pid },
       ...others.map((o, k) => ({ name: nodeApis[k]!.name, pid: o.child.proc.pid })),
+      ...(groups?.probes ?? []),
     ];
     const withBaseline =
       opts.sampleCpu && (async () => ({ ...(await opts.sampleCpu!()), ...(await sampleCpu(probes)) }));
     const httpOpts = { ...opts, sampleCpu: withBaseline };
-    const targets = { api, baseline: baseline.target, noLimits, others: nodeTargets };
+    const targets = {
+      api,
+      baseline: baseline.target,
+      noLimits,
+      others: [...nodeTargets, ...(groups?.targets ?? [])],
+    };
     return await runHttp(targets, pool, infra.sql, account.id, httpOpts, runId, log);
   } finally {
     await stopAll();
