@@ -1,4 +1,5 @@
 import { resolve } from 'node:path';
+import { availableCores } from './cpu-cores';
 
 /** Everything the processes read from the environment, parsed once at start-up. */
 export interface Config {
@@ -19,6 +20,20 @@ export interface Config {
   readonly docsUrl: string;
   readonly bodyLimitBytes: number;
   readonly databasePoolSize: number;
+  /**
+   * API processes `npm start` and `bun run api` run on one port (SO_REUSEPORT), each restarted
+   * when it dies (src/cli/api-processes.ts); the machine's cores, or the container's CPU quota,
+   * unless set.
+   */
+  readonly apiProcesses: number;
+  /**
+   * Set only by that launcher in each API process it starts (API_PROCESS_INDEX, 0 to
+   * apiProcesses - 1): the process then shares its port and a 1/apiProcesses part of
+   * DATABASE_POOL_SIZE (src/db/pool.ts apiPoolSize), and serves /metrics on a port of its own.
+   */
+  readonly apiProcessIndex: number | undefined;
+  /** API process i of a group serves GET /metrics on this port + i too (on HOST); 0: it does not. */
+  readonly apiMetricsPort: number;
   readonly storage: StorageConfig;
   readonly importBatchSize: number;
   /** Merge batches of one import in flight at once, each on its own PostgreSQL backend. */
@@ -84,11 +99,23 @@ export type StorageConfig =
   | {
       readonly driver: 's3';
       readonly endpoint: string | undefined;
+      /**
+       * Endpoint that presigned links (upload and download) are signed for, when clients reach the
+       * store at another address than the processes do (a compose network: docs/container.md).
+       */
+      readonly publicEndpoint: string | undefined;
       readonly region: string;
       readonly bucket: string;
       readonly accessKeyId: string | undefined;
       readonly secretAccessKey: string | undefined;
       readonly forcePathStyle: boolean;
+      /**
+       * S3_REQUEST_TIMEOUT_MS: a request's bound until its answer begins, and the longest silence in
+       * a body being read before the read drops the connection and resumes (src/storage/s3-read.ts).
+       */
+      readonly requestTimeoutMs: number;
+      /** S3_MAX_ATTEMPTS: tries of one request (the SDK's retries), and resumes of a read in a row without progress. */
+      readonly maxAttempts: number;
     };
 
 /** PostgreSQL application_name when APP_NAME is not set (and for tools that read no config). */
@@ -147,11 +174,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     storage = {
       driver,
       endpoint: nonEmpty(env, 'S3_ENDPOINT'),
+      publicEndpoint: nonEmpty(env, 'S3_PUBLIC_ENDPOINT'),
       region: nonEmpty(env, 'S3_REGION') ?? 'us-east-1',
       bucket,
       accessKeyId: nonEmpty(env, 'S3_ACCESS_KEY_ID'),
       secretAccessKey: nonEmpty(env, 'S3_SECRET_ACCESS_KEY'),
       forcePathStyle: bool(env, 'S3_FORCE_PATH_STYLE', true),
+      requestTimeoutMs: int(env, 'S3_REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
+      maxAttempts: int(env, 'S3_MAX_ATTEMPTS', 5, 1, 20),
     };
   } else {
     storage = {
@@ -176,6 +206,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     docsUrl: (nonEmpty(env, 'DOCS_URL') ?? 'https://docs.contacts.example').replace(/\/+$/, ''),
     bodyLimitBytes: int(env, 'BODY_LIMIT_BYTES', 1024 * 1024, 1024, 64 * 1024 * 1024),
     databasePoolSize: int(env, 'DATABASE_POOL_SIZE', 10, 1, 500),
+    apiProcesses: int(env, 'API_PROCESSES', availableCores(), 1, 64),
+    apiProcessIndex: nonEmpty(env, 'API_PROCESS_INDEX') ? int(env, 'API_PROCESS_INDEX', 0, 0, 63) : undefined,
+    apiMetricsPort: int(env, 'API_METRICS_PORT', 9470, 0, 65535),
     storage: Object.freeze(storage),
     importBatchSize: int(env, 'IMPORT_BATCH_SIZE', 100_000, 1, 1_000_000),
     importMergeConcurrency: int(env, 'IMPORT_MERGE_CONCURRENCY', 2, 1, 8),

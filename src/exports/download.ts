@@ -54,7 +54,7 @@ export class DownloadLinks {
         Key: key,
         ResponseContentDisposition: `attachment; filename="${exportFileName(grant.exportId, gzip)}"`,
       });
-      return getSignedUrl(this.storage.client, command, { expiresIn });
+      return getSignedUrl(this.storage.signer, command, { expiresIn });
     }
     if (!this.storage) return undefined;
     return `${this.config.publicUrl}${DOWNLOADS}${await this.sign(grant)}`;
