@@ -42,7 +42,7 @@ import { runLoop } from './events/loop';
 import { sequenceEvents } from './events/sequencer';
 import { startRelay } from './events/relay';
 import { startExports } from './exports/loop';
-import { startStagingPool } from './import/staging-pool';
+import { stagingPoolMade, startStagingPool } from './import/staging-pool';
 import { compactBusyTallies } from '../src/search/stats';
 
 // A process in an unknown state must not keep taking jobs: log, exit, let the supervisor restart it.
@@ -131,6 +131,7 @@ const handlers: Record<string, Record<string, Handler>> = {
             giveWay: () => fairShare.giveWay(importId),
             sharing: () => fairShare.sharing(),
             apiBusy: apiLoad && (() => apiLoad.busy()),
+            apiShare: apiLoad && (() => apiLoad.share()),
             eventsCommitted: () => sequencer.poke(),
           },
           accountId,
@@ -196,6 +197,9 @@ function processorFor(queueName: string): Processor {
   };
 }
 
+// On a Citus cluster, the staging pool made before the first import is taken: the worker says it
+// has started (and beats, src/cli/healthcheck.ts) only when an import runs at full speed.
+await stagingPoolMade(sql, concurrency);
 const importWorker = new Worker(IMPORT_QUEUE, processorFor(IMPORT_QUEUE), {
   connection: redisConnection(redis.url),
   concurrency,

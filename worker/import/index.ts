@@ -11,6 +11,8 @@ import { readPhase } from './read';
 import { stagingFor } from './staging-pool';
 import { watchSuspension } from './suspension-watch';
 import { ImportBusyError, ImportFileError, StagingLostError, UnrecoverableImportError } from './errors';
+import { diskFullWait } from './disk-full-wait';
+import { isDiskFull } from '../../src/storage/disk-full';
 import { loadImport, type ImportJob, type Pipeline, type Step } from './state';
 
 export { ImportBusyError, UnrecoverableImportError } from './errors';
@@ -26,6 +28,8 @@ export interface ImportDeps {
   sharing?: () => boolean;
   /** Pipeline.apiBusy: whether the API said it is busy (src/imports/api-load.ts). */
   apiBusy?: () => boolean;
+  /** Pipeline.apiShare: the busy API's load (src/imports/api-load.ts). */
+  apiShare?: () => number;
   /** Pipeline.eventsCommitted: after a merge batch committed events. */
   eventsCommitted?: () => void;
   /** How often the run looks whether its account was suspended (SUSPENSION_LOOK_MS; tests shorten it). */
@@ -54,15 +58,28 @@ export type RunEnd = 'ended' | 'yielded' | 'suspended';
  *
  * When the database goes away mid-run (src/db/unavailable.ts), or a crash emptied the staging, the
  * run waits until PostgreSQL answers and starts over from the committed state itself, for up to
- * DATABASE_WAIT_MS, before it throws for the queue to retry.
+ * DATABASE_WAIT_MS, before it throws for the queue to retry. A full disk (src/storage/disk-full.ts)
+ * is waited out the same way, for up to DISK_FULL_WAIT_MS (disk-full-wait.ts).
  */
 export async function runImport(deps: ImportDeps, accountId: string, importId: string): Promise<RunEnd> {
   const log = deps.log ?? (() => {});
   const deadline = Date.now() + DATABASE_WAIT_MS;
+  let diskFull: { since: number; tries: number } | undefined;
   for (;;) {
     try {
       return await runOnce(deps, accountId, importId, log);
     } catch (e) {
+      if (isDiskFull(e)) {
+        diskFull ??= { since: Date.now(), tries: 0 };
+        if (diskFull.tries === 0)
+          log('import waits: a disk is full; it is tried again from its last commit until space is freed', {
+            importId,
+            error: String(e),
+          });
+        await diskFullWait(e, diskFull.since, diskFull.tries++);
+        continue;
+      }
+      diskFull = undefined;
       if (!(isDatabaseUnavailable(e) || e instanceof StagingLostError) || Date.now() >= deadline) throw e;
       log('import interrupted by a database fault; resuming from its last commit once PostgreSQL answers', {
         importId,
@@ -170,6 +187,7 @@ async function runWatched(
       giveWay: () => watch.suspended() || (deps.giveWay?.() ?? false),
       sharing: deps.sharing,
       apiBusy: deps.apiBusy,
+      apiShare: deps.apiShare,
       eventsCommitted: deps.eventsCommitted,
       pace,
     };
