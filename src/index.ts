@@ -1,5 +1,5 @@
 import { loadConfigOrExit } from './config';
-import { type NodeAddress, apiPoolSize, connect, DatabaseCircuit } from './db';
+import { type NodeAddress, apiPoolSize, connect, DatabaseCircuit, probeReconnectDelaySeconds } from './db';
 import { errorFields, log, setLogLevel } from './log';
 import { serveApi } from './http/server';
 import { resolveDatabaseUrl, resolveRedisUrl } from './embedded/urls';
@@ -20,8 +20,13 @@ setLogLevel(config.logLevel);
 const db = await resolveDatabaseUrl(config);
 const redis = await resolveRedisUrl(config);
 // The circuit probes on a connection of its own, so a probe never waits behind requests in the pool,
-// and at once: its attempts are already spaced by the circuit.
-const probe = connect(db.url, 1, { appName: config.appName, connectTimeout: 1, reconnectDelay: () => 0 });
+// and soon after a failed round of connection attempts (probeReconnectDelaySeconds: a short pause, so
+// that it does not hammer a standby during a failover, nor delay recovery).
+const probe = connect(db.url, 1, {
+  appName: config.appName,
+  connectTimeout: 1,
+  reconnectDelay: probeReconnectDelaySeconds,
+});
 const circuit = new DatabaseCircuit(() => probe`select 1`);
 // One of a group of API processes on one port (src/cli/api-processes.ts) takes its part of the pool size.
 const poolSize = apiPoolSize(config);
