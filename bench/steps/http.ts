@@ -26,7 +26,7 @@ export const MIN_RATIO: Record<Scenario, number> = { GET: 0.85, POST: 0.7, PATCH
 export const GET_P99_MS = 25;
 
 /** The n-th request of a scenario; `tag` makes POST emails and PATCH values unique to this run. */
-function requestAt(s: Scenario, n: number, pool: readonly PoolContact[], tag: string): RawRequest {
+export function requestAt(s: Scenario, n: number, pool: readonly PoolContact[], tag: string): RawRequest {
   const c = pool[n % pool.length]!;
   if (s === 'GET') return { method: 'GET', path: `/v1/contacts/${c.md5}` };
   if (s === 'POST') {
@@ -152,7 +152,6 @@ export async function runHttp(
   }
   const rows: HttpRow[] = [];
   for (const s of scenarios) {
-    const baseline = runs.get(`${s} baseline`)!;
     for (const t of servers) {
       const mine = runs.get(`${s} ${t.name}`)!;
       const ok2xx = mine.reduce((n, m) => n + m.ok2xx, 0);
@@ -168,7 +167,9 @@ export async function runHttp(
         cpuMsPerRequest: cpu && Object.fromEntries(Object.entries(cpu).map(([k, v]) => [k, (1000 * v) / ok2xx])),
         rounds: mine.map((m) => m.reqPerSec),
       };
-      if (t.name !== 'baseline') {
+      if (!t.name.startsWith('baseline')) {
+        // Each against its own bare server: the N-process API against the N-process baseline.
+        const baseline = runs.get(`${s} ${t.against ?? 'baseline'}`)!;
         const ratios = mine.map((m, i) => m.reqPerSec / baseline[i]!.reqPerSec);
         Object.assign(row, { ratio: median(ratios), ...(t.name === 'api' && { minRatio: MIN_RATIO[s] }) });
         log(`[http] ${s} ${t.name}: x baseline per round ${ratios.map((r) => r.toFixed(2)).join(', ')}`);
