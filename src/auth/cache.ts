@@ -1,4 +1,4 @@
-import { connectBeside, type AnySql, type Sql } from '../db';
+import { connectBeside, keepListening, type AnySql, type KeptListener, type Sql } from '../db';
 import { errorFields, log } from '../log';
 
 /**
@@ -23,14 +23,13 @@ import { errorFields, log } from '../log';
  * changed entry is dropped within milliseconds of the commit, not at the end of its TTL.
  *
  * Listening: every time the listener (re)connects every cache is cleared (notifications may have
- * been missed while it was away), and nothing is cached before the first LISTEN succeeded. Entries
- * expire after CACHE_TTL_MS whatever happens, a backstop for a listener that died for good
- * (postgres.js re-listens once after a lost connection and gives up silently if that fails).
+ * been missed while it was away), and nothing is cached before the first LISTEN succeeded. A lost
+ * listening connection is listened on again until it is back (keepListening, src/db/keep-listening.ts).
+ * Entries expire after CACHE_TTL_MS whatever happens.
  */
 export const INVALIDATION_CHANNEL = 'cache_invalidation';
 export const CACHE_TTL_MS = 30_000;
 const MAX_ENTRIES = 10_000;
-const RETRY_LISTEN_MS = 5_000;
 /** How often a listening app looks for cluster nodes added since it last looked. */
 const NODE_CHECK_MS = 30_000;
 
@@ -106,7 +105,8 @@ export interface Invalidation {
 /**
  * LISTENs on the invalidation channel and hands each notification to `onChange`; `onReset` runs on
  * every (re)connect of a listening connection. Started on first use, so an app that never
- * authenticates never opens a connection; a failed start is retried on a later use.
+ * authenticates never opens a connection; from then on it keeps listening through lost connections
+ * and restarts (keepListening), until `stop` is aborted.
  *
  * A NOTIFY reaches only the listeners of the PostgreSQL server it was sent on, and on a Citus
  * cluster a change is made on whichever node its writer is connected to (the admin CLI, an API
@@ -118,10 +118,9 @@ export interface Invalidation {
  * other node.
  */
 export class InvalidationListener {
-  private state: 'idle' | 'starting' | 'listening' = 'idle';
-  private retryAt = 0;
+  private own: KeptListener | undefined;
   /** Listen-only connections to the cluster's other nodes, by `host:port`. */
-  private readonly nodes = new Map<string, Sql>();
+  private readonly nodes = new Map<string, KeptListener>();
   /**
    * Where the nodes are looked up: a connection of its own to the app's node, closed when idle, so
    * that the lookup never takes a place in (or shows among the statements of) the app's pool.
@@ -134,42 +133,35 @@ export class InvalidationListener {
     private readonly sql: Sql,
     private readonly onChange: (change: Invalidation | undefined) => void,
     private readonly onReset: () => void,
-    /** Ends the connections to other nodes, and listens on no new one, once aborted. */
+    /** Ends every listening connection, and listens on no new one, once aborted. */
     private readonly stop?: AbortSignal,
   ) {
     stop?.addEventListener('abort', () => {
-      const nodes = [...this.nodes.values(), ...(this.lookup ? [this.lookup] : [])];
+      const listeners = [...(this.own ? [this.own] : []), ...this.nodes.values()];
       this.nodes.clear();
+      for (const listener of listeners) void listener.end();
+      void this.lookup?.end({ timeout: 1 }).catch(() => {});
       this.lookup = undefined;
-      for (const node of nodes) void node.end({ timeout: 1 }).catch(() => {});
     });
   }
 
   ensureStarted(): void {
     if (this.stop?.aborted) return;
-    if (this.state === 'listening') return this.followNodes();
-    if (this.state !== 'idle' || Date.now() < this.retryAt) return;
+    if (this.own) {
+      if (this.own.listening) this.followNodes();
+      return;
+    }
     // Tests pass stand-ins for an unreachable database that have no listen().
     if (typeof this.sql.listen !== 'function') return;
-    this.state = 'starting';
-    this.listenOn(this.sql, () => {
-      this.state = 'listening';
-      this.followNodes();
-    }).catch((error: unknown) => {
-      this.state = 'idle';
-      this.retryAt = Date.now() + RETRY_LISTEN_MS;
-      log('warn', 'cache invalidation listener failed; caches stay off', errorFields(error));
-    });
+    this.own = this.listenOn();
   }
 
-  private listenOn(sql: Sql, listening?: () => void): Promise<unknown> {
-    return sql.listen(
+  private listenOn(node?: { host: string; port: number }): KeptListener {
+    return keepListening(
+      this.sql,
       INVALIDATION_CHANNEL,
-      (payload) => this.onChange(parse(payload)),
-      () => {
-        this.onReset();
-        listening?.();
-      },
+      { onNotify: (payload) => this.onChange(parse(payload)), onListen: () => this.onReset() },
+      { what: 'cache invalidation listener', ...(node && { node }) },
     );
   }
 
@@ -185,17 +177,19 @@ export class InvalidationListener {
         if (this.stop?.aborted) return;
         // One PostgreSQL: no other node now, nor later (Citus is not added to a running database).
         if (nodes === undefined) this.nodesCheckAt = Infinity;
+        const names = new Set<string>();
         for (const { host, port } of nodes ?? []) {
           const name = `${host}:${port}`;
+          names.add(name);
           if (this.nodes.has(name) || (own.host[0] === host && own.port[0] === port)) continue;
-          const node = connectBeside(this.sql, { host, port });
-          this.nodes.set(name, node);
-          this.listenOn(node).catch((error: unknown) => {
-            this.nodes.delete(name);
-            void node.end({ timeout: 1 }).catch(() => {});
-            log('warn', 'cache invalidation listener failed on a cluster node', { node: name, ...errorFields(error) });
-          });
+          this.nodes.set(name, this.listenOn({ host, port }));
         }
+        // A node removed from the cluster is not listened on for ever.
+        for (const [name, listener] of this.nodes)
+          if (!names.has(name)) {
+            this.nodes.delete(name);
+            void listener.end();
+          }
       })
       .catch((error: unknown) => log('warn', 'cache invalidation could not list the cluster nodes', errorFields(error)))
       .finally(() => {

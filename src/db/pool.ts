@@ -60,7 +60,13 @@ export function connect(
 export function connectBeside(
   sql: Sql,
   node: { host: string; port: number } | 'own',
-  extra: { idle_timeout?: number } = {},
+  extra: {
+    idle_timeout?: number | null;
+    max_lifetime?: number | null;
+    fetch_types?: boolean;
+    onnotify?: (channel: string, payload: string) => void;
+    onclose?: () => void;
+  } = {},
 ) {
   return postgres({
     ...sql.options,
