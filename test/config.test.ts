@@ -2,6 +2,7 @@
 import { describe, expect, test } from 'bun:test';
 import { childEnv } from '../src/cli/child-env';
 import { ConfigError, loadConfig } from '../src/config';
+import { availableCores } from '../src/cpu-cores';
 
 describe('loadConfig', () => {
   test('defaults: local storage, 100k batches, two merge batches in flight, migrations at start, service name', () => {
@@ -46,6 +47,49 @@ describe('loadConfig', () => {
     expect(loadConfig({ WORKER_METRICS_PORT: '0' }).workerMetricsPort).toBe(0);
   });
 
+  test('S3: S3_REQUEST_TIMEOUT_MS (30000, 100-600000), S3_MAX_ATTEMPTS (5, 1-20), S3_PUBLIC_ENDPOINT (unset)', () => {
+    const s3 = (env: Record<string, string>) => loadConfig({ S3_BUCKET: 'b', ...env }).storage;
+    expect(s3({})).toMatchObject({ requestTimeoutMs: 30_000, maxAttempts: 5, publicEndpoint: undefined });
+    expect(s3({ S3_REQUEST_TIMEOUT_MS: '100', S3_MAX_ATTEMPTS: '1' })).toMatchObject({
+      requestTimeoutMs: 100,
+      maxAttempts: 1,
+    });
+    expect(s3({ S3_REQUEST_TIMEOUT_MS: '600000', S3_MAX_ATTEMPTS: '20' })).toMatchObject({
+      requestTimeoutMs: 600_000,
+      maxAttempts: 20,
+    });
+    expect(() => s3({ S3_REQUEST_TIMEOUT_MS: '99' })).toThrow(/S3_REQUEST_TIMEOUT_MS/);
+    expect(() => s3({ S3_REQUEST_TIMEOUT_MS: '600001' })).toThrow(/S3_REQUEST_TIMEOUT_MS/);
+    expect(() => s3({ S3_MAX_ATTEMPTS: '0' })).toThrow(/S3_MAX_ATTEMPTS/);
+    expect(() => s3({ S3_MAX_ATTEMPTS: '21' })).toThrow(/S3_MAX_ATTEMPTS/);
+    // The address clients reach the store at, beside the one the processes use.
+    expect(s3({ S3_ENDPOINT: 'http://minio:9000', S3_PUBLIC_ENDPOINT: ' http://localhost:9000 ' })).toMatchObject({
+      endpoint: 'http://minio:9000',
+      publicEndpoint: 'http://localhost:9000',
+    });
+    expect(s3({ S3_PUBLIC_ENDPOINT: '' }).publicEndpoint).toBeUndefined();
+  });
+
+  test('API processes: API_PROCESSES (the available cores, 1-64), API_METRICS_PORT (9470), API_PROCESS_INDEX', () => {
+    expect(loadConfig({})).toMatchObject({
+      apiProcesses: availableCores(),
+      apiMetricsPort: 9470,
+      apiProcessIndex: undefined,
+    });
+    expect(loadConfig({ API_PROCESSES: '1' }).apiProcesses).toBe(1);
+    expect(loadConfig({ API_PROCESSES: '64' }).apiProcesses).toBe(64);
+    expect(() => loadConfig({ API_PROCESSES: '0' })).toThrow(/API_PROCESSES/);
+    expect(() => loadConfig({ API_PROCESSES: '65' })).toThrow(/API_PROCESSES/);
+    expect(loadConfig({ API_METRICS_PORT: '9100' }).apiMetricsPort).toBe(9100);
+    expect(loadConfig({ API_METRICS_PORT: '0' }).apiMetricsPort).toBe(0);
+    expect(() => loadConfig({ API_METRICS_PORT: '65536' })).toThrow(/API_METRICS_PORT/);
+    // Set by the launcher only: 0 is a process of a group (not "unset"), up to 63.
+    expect(loadConfig({ API_PROCESS_INDEX: '0' }).apiProcessIndex).toBe(0);
+    expect(loadConfig({ API_PROCESS_INDEX: '63' }).apiProcessIndex).toBe(63);
+    expect(loadConfig({ API_PROCESS_INDEX: '' }).apiProcessIndex).toBeUndefined();
+    expect(() => loadConfig({ API_PROCESS_INDEX: '64' })).toThrow(/API_PROCESS_INDEX/);
+  });
+
   test('events: EVENT_RETENTION_DAYS (7); WEBHOOK_ALLOW_PRIVATE_URLS on only for the embedded database', () => {
     expect(loadConfig({}).eventRetentionDays).toBe(7);
     expect(loadConfig({ EVENT_RETENTION_DAYS: '30' }).eventRetentionDays).toBe(30);
@@ -78,6 +122,9 @@ describe('loadConfig', () => {
       ['LOG_LEVEL', 'loud'],
       ['WORKER_METRICS_PORT', '65536'],
       ['WORKER_METRICS_PORT', '-1'],
+      ['API_PROCESSES', 'two'],
+      ['API_METRICS_PORT', '-1'],
+      ['API_PROCESS_INDEX', '1.5'],
     ] as const) {
       const thrown = (() => {
         try {
@@ -88,6 +135,14 @@ describe('loadConfig', () => {
       })();
       expect(thrown).toBeInstanceOf(ConfigError);
       expect((thrown as Error).message).toContain(name);
+    }
+    // The S3 variables are read only for the s3 driver.
+    for (const [name, value] of [
+      ['S3_REQUEST_TIMEOUT_MS', '30s'],
+      ['S3_MAX_ATTEMPTS', '2.5'],
+    ] as const) {
+      expect(() => loadConfig({ S3_BUCKET: 'b', [name]: value })).toThrow(ConfigError);
+      expect(() => loadConfig({ S3_BUCKET: 'b', [name]: value })).toThrow(name);
     }
   });
 });
