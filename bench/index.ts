@@ -19,6 +19,7 @@
  */
 import { join } from 'node:path';
 import { existsSync } from 'node:fs';
+import { availableCores } from '../src/cpu-cores';
 import { mkdir } from 'node:fs/promises';
 import { abandonOpenBenchImports, createBenchAccount, dropAccountContacts } from './lib/account';
 import { checkDiskSpace, walOnDisk } from './lib/disk';
@@ -223,7 +224,10 @@ async function main(): Promise<number> {
       const plan = diskPlan(opts, paths, wideAPath, dataDir, await walOnDisk(dataDir), eventsA);
       lean = (await checkDiskSpace(plan, log, { lean })).lean;
     }
-    const plan = timePlan(opts, paths, (path) => existsSync(path) && existsSync(`${path}.meta.json`));
+    // The HTTP step measures the N-process API and bare server too on N > 1 cores (lib/process-groups.ts).
+    const httpServers = availableCores() > 1 ? 5 : 3;
+    const cached = (path: string) => existsSync(path) && existsSync(`${path}.meta.json`);
+    const plan = timePlan({ ...opts, httpServers }, paths, cached);
     const runClock = startRunClock(plan, log);
     onStop(async () => runClock.stop());
     onProgress(stepProgress);

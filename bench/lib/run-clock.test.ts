@@ -48,8 +48,9 @@ describe('the run plan', () => {
     expect(plan.filter((s) => s.name === 'flat imports')).toHaveLength(2);
   });
 
-  test('budgets the default 25M run within 2 hours, the closed-loop mixed step far beyond', () => {
+  test('budgets the default 25M run in 2 hours (5 min more with N-process HTTP rows), the closed loop more', () => {
     expect(total(planOf(options(25_000_000), true))).toBeLessThanOrEqual(2 * 3600);
+    expect(total(planOf(options(25_000_000, { httpServers: 5 }), true))).toBeLessThanOrEqual(2 * 3600 + 5 * 60);
     expect(total(planOf(options(25_000_000, { mixedClosed: true }), true))).toBeGreaterThan(2.5 * 3600);
   });
 
@@ -87,6 +88,10 @@ describe('the ETA', () => {
     // 300 s into a step of 200 s, a quarter done by its own count: 900 s of it left, then step three.
     const eta = runEta(plan, { current: 1, stepElapsed: 300, fraction: 0.25, measured: [100] });
     expect(eta.remaining).toBe(900 + 300);
+  });
+
+  test('a step past its estimate without a progress line still has some time left', () => {
+    expect(runEta(plan, { current: 2, stepElapsed: 600, measured: [100, 200] }).remaining).toBe(60);
   });
 
   test('is 0 past the last step', () => {

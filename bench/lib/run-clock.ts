@@ -75,7 +75,8 @@ export function clock(seconds: number, withSeconds = false): string {
  * Seconds left in the run: the current step's and the later steps' estimates, scaled by the steps
  * done (their measured seconds over their estimates; 1 before any is done, held within 0.25-4 so
  * one odd step does not swing it wildly). The current step's part is what its scaled estimate has
- * left, or, once it has overrun that, what its own progress `fraction` says is left.
+ * left, or, once it has overrun that, what its own progress `fraction` says is left; a step that
+ * has overrun without a progress line is taken to need a tenth of its time so far more, not nothing.
  */
 export function runEta(
   plan: readonly PlannedStep[],
@@ -89,7 +90,8 @@ export function runEta(
   if (!step) return { remaining: 0, scale };
   const f = state.fraction;
   const fromProgress = f !== undefined && f > 0 ? (state.stepElapsed * (1 - Math.min(f, 1))) / f : 0;
-  const current = Math.max(step.seconds * scale - state.stepElapsed, fromProgress, 0);
+  const overrun = f === undefined ? state.stepElapsed / 10 : 0;
+  const current = Math.max(step.seconds * scale - state.stepElapsed, fromProgress, overrun, 0);
   const later = plan.slice(state.current + 1).reduce((t, s) => t + s.seconds, 0) * scale;
   return { remaining: current + later, scale };
 }
@@ -191,6 +193,8 @@ export interface TimePlanOptions {
   warmup: number;
   httpRounds: number;
   mixedClosed: boolean;
+  /** servers the HTTP step measures each kind against: 3, and 5 with the N-process pair on N > 1 cores */
+  httpServers?: number;
 }
 
 /**
@@ -245,7 +249,11 @@ export function timePlan(opts: TimePlanOptions, paths: readonly ShapePaths[], ca
       plan.push({ name: 'search', shape, rows: opts.rows, seconds: stepEstimate('search', shape, opts.rows) });
   }
   if (has('http'))
-    plan.push({ name: 'http', rows: 0, seconds: httpSeconds(opts.httpRounds, opts.duration, opts.warmup) });
+    plan.push({
+      name: 'http',
+      rows: 0,
+      seconds: httpSeconds(opts.httpRounds, opts.duration, opts.warmup, opts.httpServers),
+    });
   if (has('mixed'))
     plan.push({
       name: 'mixed',
