@@ -6,8 +6,7 @@
 import { join } from 'node:path';
 import type { DiskPart, DiskPlan } from './disk';
 import { cleanPath } from '../steps/report-cost';
-import { RUN_ORDER } from '../steps/shape-steps';
-import { SHAPES, type ShapeName } from './shapes';
+import { RUN_ORDER, SHAPES, type ShapeName } from './shapes';
 
 export interface PlanOptions {
   rows: number;

@@ -100,3 +100,6 @@ export const SHAPES: Record<ShapeName, Shape> = {
 
 /** The shape of a generated file: its meta's, or wide for a file cached before there were two. */
 export const shapeOf = (file: { shape?: ShapeName }): Shape => SHAPES[file.shape ?? 'wide'];
+
+/** The order the per-shape steps run in: narrow first (bench/steps/shape-steps.ts says why). */
+export const RUN_ORDER: readonly ShapeName[] = ['narrow', 'wide'];

@@ -25,8 +25,6 @@ import { sizeLabel } from '../lib/format';
 import { importA, importB, type StepContext } from './import-and-http';
 import { stepStarts } from '../lib/run-clock';
 
-/** Narrow first: see above. */
-export const RUN_ORDER: readonly ShapeName[] = ['narrow', 'wide'];
 /** Issue 15's targets against L1, kept for the wide shape they were set on. */
 const TARGET_X_L1 = { a: 8, b: 11 } as const;
 /** Import A and B against the dba step's statement for the same file, for every shape. */
