@@ -67,7 +67,7 @@ describe('loadConfig', () => {
       endpoint: 'http://minio:9000',
       publicEndpoint: 'http://localhost:9000',
     });
-    expect(s3({ S3_PUBLIC_ENDPOINT: '' }).publicEndpoint).toBeUndefined();
+    expect(s3({ S3_PUBLIC_ENDPOINT: '' })).toMatchObject({ publicEndpoint: undefined });
   });
 
   test('API processes: API_PROCESSES (the available cores, 1-64), API_METRICS_PORT (9470), API_PROCESS_INDEX', () => {
