@@ -19,9 +19,10 @@ export interface KeptListener {
  * relistenDelaySeconds while that fails, until it listens or end() is called. postgres.js's own
  * listen() re-listens from its connection's close handler only: it kept trying through a stopped
  * server (test/faults/fault-postgres-listen.test.ts), but silently, and a LISTEN refused on a
- * session that stays open was never tried again, so the notifications stopped for good. Logs once
- * when listening is lost (or its first LISTEN failed) and once when it listens again, not at each
- * attempt.
+ * session that stays open (an address moved to a standby: test/faults/fault-listen-standby.test.ts)
+ * was never tried again, so the notifications stopped for good. Logs once when listening is lost
+ * (or its first LISTEN failed) and once when it listens again (with the last attempt's error), not
+ * at each attempt.
  *
  * `onListen` runs after every successful LISTEN, the first one included: notifications sent while
  * nobody listened are lost, so this is where a listener catches up (a cache drops what it holds).
@@ -36,6 +37,8 @@ export function keepListening(
   let ended = false;
   let failures = 0;
   let lostAt: number | undefined;
+  /** Why the last attempt failed, told with the return (the attempts themselves are not logged). */
+  let lastError: string | undefined;
   let retry: ReturnType<typeof setTimeout> | undefined;
   const fields = { channel, ...(options.node && { node: `${options.node.host}:${options.node.port}` }) };
 
@@ -78,6 +81,7 @@ export function keepListening(
     } catch (error) {
       if (ended) return;
       conn = undefined;
+      lastError = error instanceof Error ? error.message : String(error);
       void current.end({ timeout: 0 }).catch(() => {});
       if (failures++ === 0 && lostAt === undefined) {
         lostAt = Date.now();
@@ -91,10 +95,11 @@ export function keepListening(
         ...fields,
         afterMs: Date.now() - lostAt,
         attempts: failures + 1,
+        ...(lastError !== undefined && { lastError }),
       });
     listening = true;
     failures = 0;
-    lostAt = undefined;
+    lostAt = lastError = undefined;
     handlers.onListen?.();
   }
 
