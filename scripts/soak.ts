@@ -1,9 +1,10 @@
 /**
  * The chaos soak of issue 39 at full size, from the command line (CI runs a short shape of it,
  * test/faults/chaos-soak.test.ts): `bun scripts/soak.ts [--minutes 10] [--seed 1] [--rows 100000]
- * [--accounts 3] [--every 20-40] [--batch 100000]`. Needs PostgreSQL binaries and redis-server (it
- * makes its own, under a temp dir) and runs the stack as `npm start` does. Prints the fault log and
- * a last line; exit code 0 only when every check passed.
+ * [--accounts 3] [--every 20-40] [--batch 100000]`. Needs PostgreSQL binaries, redis-server and
+ * root (the tables' disks are loop mounts); it makes its own primary and standby, Redis and S3
+ * store (s3rver behind the fault proxy) under a temp dir and runs the stack as `npm start` does.
+ * Prints the fault log and a last line; exit code 0 only when every check passed.
  */
 import { parseArgs } from 'node:util';
 import { runSoak } from '../test/helpers/soak/run';
@@ -44,6 +45,7 @@ const r = await runSoak({
   durationMs: minutes * 60_000,
   faultEvery: [lo!, hi!],
   maxFaults: Math.ceil((minutes * 60_000) / lo!) + 1,
+  faultHold: [10_000, 20_000],
   rows: num('rows'),
   accounts: num('accounts'),
   batchSize: num('batch'),

@@ -1,11 +1,13 @@
 /**
- * The chaos soak in CI's shape (issue 39, item 1): one `npm start` stack on its own PostgreSQL and
- * Redis, three accounts importing overlapping 10,000-row files in a loop (overwrite, malformed and
- * repeated rows, batches of 2,000) while each account's client creates, patches and reads contacts,
- * and a seeded fault every 8–15 s for about 2.5 minutes: worker kill -9, API kill -9, PostgreSQL
- * restart -m immediate, pg_terminate_backend of the service's connections, Redis kill -9 restarted
- * empty. Then the files again into fresh accounts with no fault. The full ten minutes:
- * `bun scripts/soak.ts` (same code, test/helpers/soak/).
+ * The chaos soak in CI's shape (issues 39 and 58): one `npm start` stack on its own PostgreSQL
+ * primary and standby, Redis and S3 store, three accounts importing overlapping 10,000-row files in
+ * a loop (overwrite, malformed and repeated rows, batches of 2,000) while each account's client
+ * creates, patches and reads contacts, and a seeded fault every 6–10 s for about 2.5 minutes:
+ * worker kill -9, API kill -9, PostgreSQL restart -m immediate, pg_terminate_backend of the
+ * service's connections, Redis kill -9 restarted empty, a failover (and the standby rebuilt),
+ * PostgreSQL's disk full for 6-10 s, the object store failing 30% of the service's requests for
+ * 6-10 s. Then the files again into fresh accounts with no fault. Needs root (loop mounts). The
+ * full ten minutes: `bun scripts/soak.ts` (same code, test/helpers/soak/).
  */
 import { expect, test } from 'bun:test';
 import { FAULT_KINDS } from '../helpers/soak/faults';
@@ -20,8 +22,9 @@ test(
     const r = await runSoak({
       seed: 1,
       durationMs: 140_000,
-      faultEvery: [8_000, 15_000],
+      faultEvery: [6_000, 10_000],
       maxFaults: 20,
+      faultHold: [6_000, 10_000],
       rows: 10_000,
       accounts: 3,
       batchSize: 2_000,

@@ -122,6 +122,51 @@ async function waitFor(what: string, check: () => Promise<boolean>, ms = 30_000)
   throw new Error(`timed out after ${ms} ms waiting for ${what}`);
 }
 
+export interface RedisServer {
+  url: string;
+  /** A fresh, empty redis-server on the same port. */
+  start(): Promise<void>;
+  /** kill -9; nothing was saved, so its data is gone. */
+  kill(): Promise<void>;
+}
+
+/** A redis-server on a free port that keeps nothing on disk, its log under `dataDir`; started. */
+export async function redisServer(dataDir: string): Promise<RedisServer> {
+  const port = await freePort();
+  let proc: Subprocess | undefined;
+  const ping = async () => {
+    const p = Bun.spawn(['redis-cli', '-p', String(port), 'ping'], { stdout: 'pipe', stderr: 'ignore' });
+    return (await new Response(p.stdout).text()).trim() === 'PONG';
+  };
+  const server: RedisServer = {
+    url: `redis://127.0.0.1:${port}`,
+    async start() {
+      const fd = openSync(join(dataDir, 'redis.log'), 'a');
+      const args = [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--save',
+        '',
+        '--appendonly',
+        'no',
+        '--dir',
+        dataDir,
+      ];
+      proc = Bun.spawn(['redis-server', ...args], { stdin: 'ignore', stdout: fd, stderr: fd });
+      closeSync(fd);
+      await waitFor('redis-server', ping);
+    },
+    async kill() {
+      proc?.kill('SIGKILL');
+      await proc?.exited;
+    },
+  };
+  await server.start();
+  return server;
+}
+
 /**
  * Makes the bed: a cluster initialised in a temp dir (a few seconds), migrated, and a redis-server.
  * `env` applies to every child (IMPORT_BATCH_SIZE and the like).
@@ -137,39 +182,8 @@ export async function faultBed(env: Record<string, string> = {}): Promise<FaultB
   const sql = connect(databaseUrl, 4);
   await migrate(sql);
 
-  const redisPort = await freePort();
-  const redisUrl = `redis://127.0.0.1:${redisPort}`;
-  let redis: Subprocess | undefined;
-  const redisPing = async () => {
-    const p = Bun.spawn(['redis-cli', '-p', String(redisPort), 'ping'], { stdout: 'pipe', stderr: 'ignore' });
-    return (await new Response(p.stdout).text()).trim() === 'PONG';
-  };
-  const startRedis = async () => {
-    const fd = openSync(join(dataDir, 'redis.log'), 'a');
-    redis = Bun.spawn(
-      [
-        'redis-server',
-        '--port',
-        String(redisPort),
-        '--bind',
-        '127.0.0.1',
-        '--save',
-        '',
-        '--appendonly',
-        'no',
-        '--dir',
-        dataDir,
-      ],
-      {
-        stdin: 'ignore',
-        stdout: fd,
-        stderr: fd,
-      },
-    );
-    closeSync(fd);
-    await waitFor('redis-server', redisPing);
-  };
-  await startRedis();
+  const redis = await redisServer(dataDir);
+  const { url: redisUrl, start: startRedis } = redis;
 
   const storeDir = join(dataDir, 'objects');
   const baseEnv: Record<string, string> = {
@@ -227,10 +241,7 @@ export async function faultBed(env: Record<string, string> = {}): Promise<FaultB
       const opts = serverOptions.replace(/^\S+\s+"-D"\s+"[^"]*"\s*/, '').trim();
       await run(asPostgres([pgCtl, 'start', '-D', pgDir, '-l', join(pgDir, 'log'), '-o', opts, '-w', '-t', '120']));
     },
-    async killRedis() {
-      redis?.kill('SIGKILL');
-      await redis?.exited;
-    },
+    killRedis: redis.kill,
     startRedis,
     async stop() {
       await processes.stopAll();

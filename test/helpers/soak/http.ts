@@ -81,7 +81,7 @@ export function recorder(t0: number): Recorder {
           s.bad = `${res.status} as ${s.contentType}: ${text.slice(0, 120)}`;
         else if (res.status >= 400 && !isUpload && (body as { status?: number })?.status !== res.status)
           s.bad = `${res.status} with a problem body saying ${text.slice(0, 120)}`;
-        else if (res.status === 409 && !isUpload && !(Number(s.retryAfter) >= 1))
+        else if (res.status === 409 && !isUpload && !contactExists(body) && !(Number(s.retryAfter) >= 1))
           s.bad = `409 ${(body as { code?: string })?.code} without Retry-After`;
         const retryAfter = s.retryAfter ? Number(s.retryAfter) : undefined;
         return { status: res.status, body: body as never, retryAfter, sent: s };
@@ -93,5 +93,8 @@ export function recorder(t0: number): Recorder {
     },
   };
 }
+
+/** The one 409 that says "no" rather than "later": no Retry-After is due. */
+const contactExists = (body: unknown) => (body as { code?: string } | undefined)?.code === 'contact_exists';
 
 export const is2xx = (a: { status?: number }) => a.status !== undefined && a.status >= 200 && a.status < 300;

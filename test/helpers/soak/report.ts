@@ -1,7 +1,7 @@
 /**
  * What the soak prints and judges: one line per fault (when, what, how long until 2xx again), then
  * the failures in detail, then one last line with the totals. A 5xx is stray unless its request
- * overlapped a time PostgreSQL was down; a request with no answer is excused only while the API
+ * overlapped a time PostgreSQL was down or its disk full; a request with no answer is excused only while the API
  * process was gone (killed, until it served again).
  */
 import { FAULT_KINDS, secs, type Fault, type FaultState, type Window } from './faults';
@@ -46,6 +46,32 @@ function backAfter(f: Fault, sent: Sent[]): number | undefined {
   return best === undefined ? undefined : best - f.at;
 }
 
+const isWrite = (s: Sent) =>
+  s.route === '/v1/contacts' || (s.method === 'PATCH' && s.route.startsWith('/v1/contacts/'));
+
+/**
+ * For a fault that lasts (a full disk, a failover, the store failing): how long after it was lifted
+ * the service was whole again. Writes for PostgreSQL's faults, an import's end for the store's.
+ */
+function recovery(f: Fault, o: Observed): string {
+  if (f.liftedAt === undefined) return '';
+  const from = f.liftedAt;
+  if (f.kind === 'object-store') {
+    const ends = o.runs
+      .filter((r) => r.start < from && r.end >= from && r.final.status === 'success')
+      .map((r) => r.end);
+    const next = o.runs.filter((r) => r.end >= from && r.final.status === 'success').map((r) => r.end);
+    const first = Math.min(...(ends.length ? ends : next));
+    const n = ends.length;
+    return `; after the store's return: ${n} imports in flight ended success, the first ${gap(first - from)} after`;
+  }
+  const write = o.sent.filter((s) => s.end >= from && isWrite(s) && is2xx(s)).map((s) => s.end);
+  const what = f.kind === 'pg-failover' ? 'the promotion' : 'the freeing';
+  return `; a 2xx write ${gap(Math.min(...write) - from)} after ${what}`;
+}
+
+const gap = (ms: number) => (Number.isFinite(ms) ? secs(ms) : 'never');
+
 /**
  * The imports the fault met, and the 5xx answered to requests sent from this fault until the next,
  * with the slowest answer among them.
@@ -70,9 +96,8 @@ export function judge(o: Observed): Verdict {
   for (const f of o.state.faults) {
     const back = backAfter(f, o.sent);
     const again = back === undefined ? 'never' : secs(back);
-    lines.push(
-      `+${secs(f.at).padStart(8)}  ${f.kind.padEnd(12)}  ${f.detail}; 2xx again after ${again}${aftermath(f, o)}`,
-    );
+    const head = `+${secs(f.at).padStart(8)}  ${f.kind.padEnd(12)}  ${f.detail}`;
+    lines.push(`${head}; 2xx again after ${again}${recovery(f, o)}${aftermath(f, o)}`);
     if (f.kind === 'api-kill') apiAway.push({ start: f.at, end: f.at + (back ?? Infinity) + 1_000 });
   }
   for (const d of o.deaths.filter((d) => d.role === 'api' && !d.expected)) {
@@ -98,7 +123,7 @@ export function judge(o: Observed): Verdict {
   const req = (s: Sent) =>
     `+${secs(s.start)} ${s.method} ${s.route} → ${s.status ?? s.noAnswer} after ${secs(s.end - s.start)}` +
     `${s.bad ? ` (${s.bad})` : ''}${o.state.terminated.some((w) => overlaps(s, w)) ? ' [at terminate]' : ''}`;
-  show('stray 5xx (PostgreSQL was up)', stray.map(req));
+  show('stray 5xx (PostgreSQL was up, its disk not full)', stray.map(req));
   show('no answer while the API process was running', unexplained.map(req));
   show('error answers breaking the contract', bad.map(req));
   show('imports unlike their fault-free replay', o.importDifferences);

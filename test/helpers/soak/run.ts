@@ -4,8 +4,8 @@
  * creates, patches and reads contacts; a seeded fault every few seconds; then the checks. Used by
  * test/faults/chaos-soak.test.ts (the CI shape) and scripts/soak.ts (the full run).
  */
-import { faultBed, type FaultBed } from '../fault-bed';
 import { soakAccount } from './accounts';
+import { soakBed, type SoakBed } from './bed';
 import { faultLoop, secs, type FaultState } from './faults';
 import { recorder } from './http';
 import { importLoop, type ImportRun } from './imports';
@@ -22,6 +22,8 @@ export interface SoakOptions {
   /** Pause before each fault, ms. */
   faultEvery: [number, number];
   maxFaults: number;
+  /** How long a disk stays full and the store keeps failing, ms. */
+  faultHold: [number, number];
   rows: number;
   accounts: number;
   batchSize: number;
@@ -44,16 +46,18 @@ export interface SoakResult extends Verdict {
 
 /** No fault in the last stretch, so the last one's recovery is seen under traffic. */
 const QUIET_END_MS = 10_000;
+/** A failover manager's decision time, as in fault-failover.test.ts. */
+const PROMOTE_AFTER_MS = 3_000;
 /** How long the client's contacts are read back for, at most. */
 const READ_BACK_MS = 60_000;
 
 export async function runSoak(o: SoakOptions): Promise<SoakResult> {
-  let bed: FaultBed | undefined;
+  let bed: SoakBed | undefined;
   let stack: Stack | undefined;
   let stop = false;
   try {
-    bed = await faultBed();
-    stack = await startStack(bed, { IMPORT_BATCH_SIZE: String(o.batchSize) });
+    bed = await soakBed();
+    stack = await startStack(bed, { IMPORT_BATCH_SIZE: String(o.batchSize), ...bed.storeEnv });
     o.say(`soak: seed ${o.seed}, stack at ${stack.url}, log ${stack.log}`);
     const accounts = [];
     for (let i = 0; i < o.accounts; i++) accounts.push(await soakAccount(bed.sql, i, `soak ${i}`));
@@ -78,7 +82,13 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
         s,
         rngFor(o.seed, 'faults'),
         t0,
-        { until: o.durationMs - QUIET_END_MS, every: o.faultEvery, maxFaults: o.maxFaults },
+        {
+          until: o.durationMs - QUIET_END_MS,
+          every: o.faultEvery,
+          maxFaults: o.maxFaults,
+          hold: o.faultHold,
+          promoteAfterMs: PROMOTE_AFTER_MS,
+        },
         state,
         () => stop || rec.halted,
         (f) => o.say(`soak: +${secs(f.at)} ${f.kind}: ${f.detail}`),

@@ -1,6 +1,6 @@
 /**
  * The stack as an operator runs it: `bun src/cli/start.ts` (what `npm start` runs; npm's sh would
- * not pass our SIGTERM on) over the fault bed's PostgreSQL and Redis. Its supervisor's lines say
+ * not pass our SIGTERM on) over the soak bed's PostgreSQL, Redis and object store. Its supervisor's lines say
  * which pid the API and the worker have now and why one died, so the soak reads them to kill the
  * right process and to tell a death it caused from one it did not.
  */
@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { Subprocess } from 'bun';
 import { freePort } from '../../../src/embedded';
-import type { FaultBed } from '../fault-bed';
+import type { SoakBed } from './bed';
 
 const ROOT = resolve(import.meta.dir, '../../..');
 /** application_name of the stack's connections, so a terminate reaches them and not the bed's own. */
@@ -36,14 +36,19 @@ export interface Stack {
   deaths: Death[];
   /** Lines that say a process hit something it should not (uncaught errors, the FileHandle crash). */
   alarms: string[];
-  /** start.ts itself still runs and both children have a live pid. */
+  /** Date.now() of each "import waits: a disk is full" line: what a full disk did to the imports. */
+  diskWaits: number[];
+  /** start.ts itself still runs and every child (each API process, the worker) has a live pid. */
   running(): boolean;
   stop(): Promise<void>;
 }
 
 const ALARM = /uncaughtException|unhandledRejection|FileHandle|panic|Segmentation|"level":"fatal"/i;
 
-export async function startStack(bed: FaultBed, env: Record<string, string>): Promise<Stack> {
+export async function startStack(
+  bed: Pick<SoakBed, 'databaseUrl' | 'redisUrl' | 'storeDir' | 'dataDir'>,
+  env: Record<string, string>,
+): Promise<Stack> {
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   // Outside the bed's dir, which is removed at the end: the log is what a failed soak is read from.
@@ -70,26 +75,31 @@ export async function startStack(bed: FaultBed, env: Record<string, string>): Pr
     stdout: 'pipe',
     stderr: 'pipe',
   });
-  const pids: Partial<Record<Role, number>> = {};
+  // By the supervisor's name: `api`, or `api-0`, `api-1`, … with API_PROCESSES > 1; `worker`.
+  const pids = new Map<string, number>();
+  /** The role's first process: the one the soak kills (the others of a group go on serving the port). */
+  const first = (role: Role) => pids.get(role) ?? pids.get(`${role}-0`);
   const killed = new Set<number>();
   const everyPid = new Set<number>();
   const deaths: Death[] = [];
   const alarms: string[] = [];
+  const diskWaits: number[] = [];
   let up = false;
 
   const onLine = (line: string) => {
     appendFileSync(log, `${line}\n`);
-    const started = /\[start\] (api|worker) started \(pid (\d+)\)/.exec(line);
+    const started = /\[start\] ((api|worker)(-\d+)?) started \(pid (\d+)\)/.exec(line);
     if (started) {
-      pids[started[1] as Role] = Number(started[2]);
-      everyPid.add(Number(started[2]));
+      pids.set(started[1]!, Number(started[4]));
+      everyPid.add(Number(started[4]));
     }
-    const died = /\[start\] (api|worker) \(pid (\d+)\) died: ([^,]+)/.exec(line);
+    const died = /\[start\] (api|worker)(-\d+)? \(pid (\d+)\) died: ([^,]+)/.exec(line);
     if (died) {
-      const pid = Number(died[2]);
-      deaths.push({ at: Date.now(), role: died[1] as Role, pid, why: died[3]!, expected: killed.has(pid) });
+      const pid = Number(died[3]);
+      deaths.push({ at: Date.now(), role: died[1] as Role, pid, why: died[4]!, expected: killed.has(pid) });
     }
     if (line.includes('Contact service is up.')) up = true;
+    if (line.includes('import waits: a disk is full')) diskWaits.push(Date.now());
     if (ALARM.test(line) && alarms.length < 50) alarms.push(line.slice(0, 400));
   };
   const pump = async (stream: ReadableStream<Uint8Array>) => {
@@ -121,15 +131,16 @@ export async function startStack(bed: FaultBed, env: Record<string, string>): Pr
     log,
     deaths,
     alarms,
-    pid: (role) => pids[role],
+    diskWaits,
+    pid: first,
     kill(role) {
-      const pid = pids[role];
+      const pid = first(role);
       if (!alive(pid)) return undefined;
       killed.add(pid!);
       process.kill(pid!, 'SIGKILL');
       return pid;
     },
-    running: () => proc.exitCode === null && alive(pids.api) && alive(pids.worker),
+    running: () => proc.exitCode === null && pids.size >= 2 && [...pids.values()].every(alive),
     async stop() {
       if (proc.exitCode === null) proc.kill('SIGTERM');
       const done = await Promise.race([proc.exited.then(() => true), Bun.sleep(30_000).then(() => false)]);
