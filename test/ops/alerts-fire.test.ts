@@ -138,7 +138,8 @@ function traffic(): { stop(): Promise<void> } {
  * (`recovered()`, the mark's time), resolved; firing without a break until the recovery.
  */
 async function expectCycle(t: AlertTimeline, alert: string, since: number, recovered: () => number) {
-  const pending = await t.waitFor(alert, 'pending', since);
+  // Already pending when the fault came (ImportStalled, see below): its cycle starts there.
+  const pending = t.active().get(alert) === 'pending' ? since : await t.waitFor(alert, 'pending', since);
   const firing = await t.waitFor(alert, 'firing', pending);
   return {
     async resolved() {
@@ -163,8 +164,10 @@ test('the worker killed mid-import and PostgreSQL stopped fire their alerts, res
     const staged = await stageFaultImport(bed, faultCsv());
     await enqueue(bed, staged.accountId, staged.importId);
     await midPhase(bed.sql, staged.importId, 'merge');
-    // Nothing fires on a healthy stack with an import moving.
-    expect([...t.active().keys()]).toEqual([]);
+    // Nothing fires on a healthy stack with an import moving. ImportStalled alone may be pending: an
+    // import that has just started has moved no row in the test's 10 s window until its first merge
+    // batch is scraped (the real rule's 5 m window and 10 m `for` leave no such gap).
+    expect([...t.active()].filter(([alert, state]) => state === 'firing' || alert !== 'ImportStalled')).toEqual([]);
 
     await bed.kill(worker);
     t.mark('worker killed (SIGKILL) during the merge');
