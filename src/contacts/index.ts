@@ -4,6 +4,7 @@ import { authOf, claimConfirmed, claimOf, confirmedAuthOf } from '../http/contex
 import { errorResponses } from '../http/openapi';
 import { assertBodyShape } from '../http/body-shape';
 import { jsonResponse } from '../http/json-response';
+import { resentAfterMs } from '../http/lost-session';
 import { addContactBrands, listContactBrands, removeContactBrand } from './brands';
 import {
   AddBrandsBody,
@@ -111,7 +112,9 @@ function contactResourceRoutes(deps: Deps, fast: ContactFastPath | undefined) {
           hintEvents(deps, body);
           return jsonResponse(added, 201);
         }
-        const { created, contact } = await createContact(sql, (await confirmedAuthOf(request)).accountId, body);
+        const { created, contact } = await createContact(sql, (await confirmedAuthOf(request)).accountId, body, {
+          resentAfterMs: resentAfterMs(request),
+        });
         hintEvents(deps, body);
         return jsonResponse(contact, created ? 201 : 200);
       },

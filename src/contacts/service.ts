@@ -14,7 +14,7 @@ import {
   type ContactRow,
 } from './store';
 import { withContactWrite } from './write-guard';
-import { contactColumns, insertContact, patchedAttributes, seedAddressOf } from './write-sql';
+import { contactColumns, insertContact, ownFirstAttempt, patchedAttributes, seedAddressOf } from './write-sql';
 
 export async function getContact(sql: Sql, accountId: string, md5: string): Promise<ContactBody> {
   const [row, schema] = await Promise.all([requireContact(sql, accountId, md5), schemaOf(sql, accountId)]);
@@ -29,6 +29,7 @@ export async function createContact(
   sql: Sql,
   accountId: string,
   body: CreateContactInput,
+  opts: { resentAfterMs?: number } = {},
 ): Promise<{ created: boolean; contact: ContactBody }> {
   const { email, key, brandIds, publish } = readCreateRequest(body);
   const schema = await schemaOf(sql, accountId);
@@ -48,6 +49,18 @@ export async function createContact(
 
     const [stored] = await tx<ContactRow[]>`
       select ${contactColumns(tx)} from contacts where account_id = ${accountId} and email_md5 = ${key} for update`;
+    // A create sent again after its session was lost (src/http/lost-session.ts) that meets the contact
+    // its own first attempt made, committed before the session ended: answered as that attempt would be.
+    if (opts.resentAfterMs !== undefined) {
+      const [own] = await ownFirstAttempt(
+        tx,
+        accountId,
+        key,
+        { attributes, brandIds: brandIds ?? [] },
+        opts.resentAfterMs,
+      );
+      if (own) return { created: true, contact: toContact(stored!, schema) };
+    }
     const outcome = mergeInto(
       { attributes: storedAttributes(stored!.attributes), brandIds: stored!.brand_ids, enabled: stored!.enabled },
       {

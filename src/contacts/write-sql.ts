@@ -64,6 +64,29 @@ export function insertContact(sql: AnySql, accountId: string, c: NewContact, adm
 }
 
 /**
+ * The contact as insertContact would have made it from `c`, by the API, within the last `withinMs`
+ * (plus a second), and not written since: a create sent again after its session was lost finds its
+ * own first attempt so. Compared in PostgreSQL: jsonb equality ignores key order and number
+ * spelling, the brands are compared as sets, and the times are the server's own.
+ */
+export function ownFirstAttempt(
+  sql: AnySql,
+  accountId: string,
+  key: string,
+  c: Pick<NewContact, 'attributes' | 'brandIds'>,
+  withinMs: number,
+) {
+  const brandIds = sql.array([...c.brandIds]);
+  return sql`
+    select 1 from contacts
+    where account_id = ${accountId}::uuid and email_md5 = ${key}::uuid
+      and first_source = 'api' and enabled and updated_at = created_at
+      and created_at > now() - make_interval(secs => ${(withinMs + 1000) / 1000}::float8)
+      and attributes = ${sql.json(c.attributes)}
+      and brand_ids @> ${brandIds}::uuid[] and brand_ids <@ ${brandIds}::uuid[]`;
+}
+
+/**
  * The brand-subscribe outbox of one write: one event per brand newly assigned, in the order sent,
  * each holding the set of contacts that got it, here the one contact. Written in the write's own
  * transaction after the contact's write, so an event exists exactly when its assignment committed.

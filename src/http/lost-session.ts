@@ -13,11 +13,27 @@ import { factsOf } from './context';
  * statement that failed did not commit, and each route below writes in one transaction (or one
  * statement) that is its last. A read repeats a read. Other routes (brand assignments, imports,
  * suppression lists) answer 503 as before: their writes are not known to be one last commit.
+ * One exception to "did not commit": a server killed between a commit and its answer (a failover).
+ * A PATCH applied twice is the same patch; a create that meets its own first attempt is told so
+ * (resentAfterMs) and answers 201 as that attempt would have, not 409 or 200.
  */
 const AGAIN: ReadonlySet<string> = new Set(['GET', 'HEAD', 'PATCH /v1/contacts/:emailMd5', 'POST /v1/contacts']);
 
 /** How many times one request is sent again. */
 const MAX_AGAIN = 3;
+
+/** Each request sent again below: when its first attempt began (performance.now()). */
+const firstAttempts = new WeakMap<Request, number>();
+
+/**
+ * For a request sent again after its session was lost: ms since its first attempt began. A create's
+ * first attempt may have committed after all (a server killed between the commit and its answer),
+ * and the create must then answer as that attempt would have (src/contacts/service.ts).
+ */
+export function resentAfterMs(request: Request): number | undefined {
+  const first = firstAttempts.get(request);
+  return first === undefined ? undefined : performance.now() - first;
+}
 
 /**
  * `error` ended the session it met while the database may still be there: not the circuit's refusal,
@@ -97,6 +113,7 @@ async function sendAgain(
     body: bodyless ? undefined : body,
     duplex: 'half',
   } as RequestInit);
+  firstAttempts.set(again, firstAttempts.get(request) ?? facts.started);
   log('info', 'request sent again: its database session ended under it and the database answers', {
     requestId: facts.id,
     route: facts.route ?? 'before routing',
