@@ -14,6 +14,8 @@ const REQUEST_WAIT_MS = 900;
  * this soon after a failed probe is refused on its word.
  */
 const PROBE_GAP_MS = 100;
+/** Attempts of one probe while each fails with a lost connection (runProbe). */
+const PROBE_TRIES = 3;
 
 /**
  * Seconds the probe's own connection waits between rounds of connection attempts (every host of
@@ -99,12 +101,16 @@ export class DatabaseCircuit {
         (e: unknown) => e,
       );
     // The probe's own connection may be one that was just terminated: a lost session says nothing of
-    // the database, so it tries once more, on a new connection.
-    const failure = await within(
-      attempt().then((e) => (e !== undefined && isConnectionGone(e) ? attempt() : e)),
-      PROBE_TIMEOUT_MS,
-      new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`),
-    );
+    // the database, so it tries again, each time on a new connection, up to PROBE_TRIES in all (a
+    // terminated connection whose end the probe has not read yet fails a second attempt as well: the
+    // chaos soak met that twice in a row). A refused connection fails each try at once.
+    const tries = async () => {
+      for (let n = 1; ; n++) {
+        const e = await attempt();
+        if (e === undefined || !isConnectionGone(e) || n >= PROBE_TRIES) return e;
+      }
+    };
+    const failure = await within(tries(), PROBE_TIMEOUT_MS, new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`));
     const answered = failure === undefined;
     if (answered && this.open) log('info', 'the database answers again; requests go ahead');
     if (!answered && !this.open)

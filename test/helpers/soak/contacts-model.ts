@@ -56,11 +56,6 @@ export class ContactModel {
     this.possible = [...new Map(all.map((s) => [key(s), s])).values()];
   }
 
-  /** A write known to have landed though its answer does not say how: what it made of each possible state. */
-  landed(apply: (s: State) => State): void {
-    this.possible = [...new Map(this.possible.map(apply).map((s) => [key(s), s])).values()];
-  }
-
   /** Whether `got` is one of the possible states. */
   allows(got: State): boolean {
     return this.possible.some((s) => key(s) === key(got));

@@ -94,10 +94,8 @@ function wrote(m: ContactModel, a: Answer, apply: (s: State) => State) {
   if (is2xx(a)) m.settle(viewOf(a.body as Record<string, unknown>));
   else if (a.status === 404) m.settle(null);
   else if (a.status === undefined || a.status >= 500) m.maybe(apply);
-  // A create that committed as the primary died, sent again by the API as a lost session
-  // (src/http/lost-session.ts), meets itself: the contact is stored with what was sent.
-  else if (a.status === 409 && (a.body as { code?: string })?.code === 'contact_exists') m.landed(apply);
-  // any other 4xx (409 operation_in_progress) changed nothing
+  // any other 4xx (409 operation_in_progress) changed nothing; a create the API sent again after its
+  // session was lost that met its own first attempt answers that attempt's 201 (src/contacts/service.ts)
 }
 
 /** A read must show one of the states the writes allow; it then settles which. */
