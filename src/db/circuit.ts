@@ -16,6 +16,15 @@ const REQUEST_WAIT_MS = 900;
 const PROBE_GAP_MS = 100;
 /** Attempts of one probe while each fails with a lost connection (runProbe). */
 const PROBE_TRIES = 3;
+/** A session that ended under the probe (postgres.js's codes, the server's terminate), not a server away. */
+const LOST_SESSION = new Set([
+  'CONNECTION_CLOSED',
+  'CONNECTION_DESTROYED',
+  'CONNECTION_ENDED',
+  'ECONNRESET',
+  'EPIPE',
+  '57P01',
+]);
 
 /**
  * Seconds the probe's own connection waits between rounds of connection attempts (every host of
@@ -101,13 +110,15 @@ export class DatabaseCircuit {
         (e: unknown) => e,
       );
     // The probe's own connection may be one that was just terminated: a lost session says nothing of
-    // the database, so it tries again, each time on a new connection, up to PROBE_TRIES in all (a
-    // terminated connection whose end the probe has not read yet fails a second attempt as well: the
-    // chaos soak met that twice in a row). A refused connection fails each try at once.
+    // the database, so it tries again on a new connection. Past the second try only while each still
+    // meets a lost session (a terminated connection whose end the probe has not read yet fails a
+    // second attempt as well: the chaos soak met that), up to PROBE_TRIES: a server that refuses or
+    // does not answer the second try is away, and the circuit opens as soon as before.
     const tries = async () => {
       for (let n = 1; ; n++) {
         const e = await attempt();
         if (e === undefined || !isConnectionGone(e) || n >= PROBE_TRIES) return e;
+        if (n >= 2 && !LOST_SESSION.has(String((e as { code?: unknown }).code))) return e;
       }
     };
     const failure = await within(tries(), PROBE_TIMEOUT_MS, new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`));
