@@ -19,7 +19,6 @@
  */
 import { join } from 'node:path';
 import { existsSync } from 'node:fs';
-import { availableCores } from '../src/cpu-cores';
 import { mkdir } from 'node:fs/promises';
 import { abandonOpenBenchImports, createBenchAccount, dropAccountContacts } from './lib/account';
 import { checkDiskSpace, walOnDisk } from './lib/disk';
@@ -129,6 +128,13 @@ function parseArgs(argv: string[]) {
     mixedRate: 0,
     /** the mixed step's earlier form: a closed loop of 32 connections through every span */
     mixedClosed: false,
+    /**
+     * The HTTP step also measures the API and the bare server as this many processes on one port
+     * (1: not). Not by default: on the 2-core machines a second process added no throughput and cost
+     * 15-40 % more CPU per request (bench/findings/2026-12-06-api-processes-and-cold-cluster.md),
+     * and the pair took 4 of the default 1M run's 12 minutes.
+     */
+    apiProcesses: 1,
   };
   for (let k = 0; k < argv.length; k++) {
     const flag = argv[k]!;
@@ -166,6 +172,7 @@ function parseArgs(argv: string[]) {
     else if (flag === '--search-runs') opts.searchRuns = num(1);
     else if (flag === '--mixed-rate') opts.mixedRate = num(3);
     else if (flag === '--mixed-closed') opts.mixedClosed = true;
+    else if (flag === '--api-processes') opts.apiProcesses = num(1);
     else if (flag === '--steps') opts.steps = list(STEPS);
     else if (flag === '--shapes') opts.shapes = list(SHAPE_NAMES);
     else if (flag === '--help' || flag === '-h') {
@@ -173,7 +180,7 @@ function parseArgs(argv: string[]) {
         'usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--http-rounds R] [--connections C] ' +
           `[--samples K] [--poll-ms MS] [--steps ${STEPS.join(',')}] [--shapes ${SHAPE_NAMES.join(',')}] ` +
           '[--flat-rows N] [--no-flat] [--strict] [--lean] [--citus] [--citus-workers N] [--search-runs N] ' +
-          '[--mixed-rate N] [--mixed-closed]',
+          '[--mixed-rate N] [--mixed-closed] [--api-processes N]',
       );
       process.exit(2);
     } else throw new Error(`unknown flag ${flag} (see --help)`);
@@ -224,8 +231,8 @@ async function main(): Promise<number> {
       const plan = diskPlan(opts, paths, wideAPath, dataDir, await walOnDisk(dataDir), eventsA);
       lean = (await checkDiskSpace(plan, log, { lean })).lean;
     }
-    // The HTTP step measures the N-process API and bare server too on N > 1 cores (lib/process-groups.ts).
-    const httpServers = availableCores() > 1 ? 5 : 3;
+    // With --api-processes N > 1 the HTTP step measures the N-process API and bare server too (lib/process-groups.ts).
+    const httpServers = opts.apiProcesses > 1 ? 5 : 3;
     const cached = (path: string) => existsSync(path) && existsSync(`${path}.meta.json`);
     const plan = timePlan({ ...opts, httpServers }, paths, cached);
     const runClock = startRunClock(plan, log);
@@ -359,6 +366,7 @@ async function main(): Promise<number> {
       seconds: opts.duration,
       warmupSeconds: opts.warmup,
       rounds: opts.httpRounds,
+      apiProcesses: opts.apiProcesses,
     };
     if (has('http')) {
       stepStarts('http');

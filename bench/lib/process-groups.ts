@@ -1,5 +1,5 @@
 /**
- * The HTTP step's servers on every core (issue 59): the API as `bun run api` runs it with
+ * The HTTP step's N-process servers (issue 59; `--api-processes N`): the API as `bun run api` runs it with
  * API_PROCESSES=N (src/cli/api.ts: N processes on one port, each with its part of the pool), and
  * the bare server likewise (bench/lib/baseline-server.ts, BASELINE_PROCESSES=N), each measured
  * against the other as the 1-process API is against the 1-process baseline. Their CPU probes are

@@ -193,7 +193,7 @@ export interface TimePlanOptions {
   warmup: number;
   httpRounds: number;
   mixedClosed: boolean;
-  /** servers the HTTP step measures each kind against: 3, and 5 with the N-process pair on N > 1 cores */
+  /** servers the HTTP step measures each kind against: 3, and 5 with the N-process pair (--api-processes N > 1) */
   httpServers?: number;
 }
 

@@ -16,6 +16,11 @@ export interface HttpOptions {
   warmupSeconds: number;
   /** Measured runs of each scenario against each server (runHttp). */
   rounds: number;
+  /**
+   * Processes of the API and of the bare server measured beside the one-process pair (`api-Np`,
+   * `baseline-Np`: lib/process-groups.ts); 1 or absent: not measured.
+   */
+  apiProcesses?: number;
   /** CPU seconds of the processes serving the requests, sampled around each measured run */
   sampleCpu?: () => Promise<CpuSample>;
 }

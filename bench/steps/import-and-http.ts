@@ -14,7 +14,6 @@ import { stopChild, type Infra, type Service } from '../lib/services';
 import { shapeOf } from '../lib/shapes';
 import { startBaseline } from '../lib/baseline';
 import { startProcessGroups, type ProcessGroups } from '../lib/process-groups';
-import { availableCores } from '../../src/cpu-cores';
 import { checkImport } from '../lib/verify';
 
 export interface StepContext {
@@ -83,14 +82,14 @@ export async function httpStep(
   const baseline = await startBaseline(infra, account);
   const started: Awaited<ReturnType<Service['startApi']>>[] = [];
   const headers = { authorization: `Bearer ${account.key}` };
-  // The API and the bare server on every core too (API_PROCESSES), each against the other.
+  // The API and the bare server as N processes too (API_PROCESSES), each against the other.
   let groups: ProcessGroups | undefined;
   const stopAll = () => Promise.all([baseline.stop(), groups?.stop(), ...started.map((a) => stopChild(a.child))]);
   try {
     started.push(await service.startApi('api-no-limits', { RATE_LIMITS: 'false' }));
     for (const n of nodeApis) started.push(await service.startApi(n.name, { DATABASE_URL: n.databaseUrl }));
-    const cores = availableCores();
-    if (cores > 1) groups = await startProcessGroups(infra, account, cores, headers);
+    const processes = opts.apiProcesses ?? 1;
+    if (processes > 1) groups = await startProcessGroups(infra, account, processes, headers);
   } catch (e) {
     await stopAll();
     throw e;
