@@ -10,6 +10,7 @@ import { join, resolve } from 'node:path';
 import { freePort } from '../../src/embedded';
 import { faultBed, type FaultBed } from '../helpers/fault-bed';
 import { until } from '../helpers/fault-import';
+import { processExists as alive } from '../helpers/process-exists';
 
 const ROOT = resolve(import.meta.dir, '../..');
 
@@ -20,15 +21,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await bed?.stop();
 });
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /** A free port whose next one is free too (the two processes' metrics ports). */
 async function twoFreePorts(): Promise<number> {

@@ -9,6 +9,7 @@ import { join, resolve } from 'node:path';
 import { freePort } from '../../src/embedded';
 import { faultBed, type FaultBed } from '../helpers/fault-bed';
 import { until } from '../helpers/fault-import';
+import { processExists as alive } from '../helpers/process-exists';
 
 const ROOT = resolve(import.meta.dir, '../..');
 
@@ -19,15 +20,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await bed?.stop();
 });
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /** Everything a process writes to stdout and stderr, as it comes. */
 function capture(proc: { stdout: ReadableStream<Uint8Array>; stderr: ReadableStream<Uint8Array> }) {
