@@ -11,13 +11,22 @@ import { factsOf } from './context';
  * Sending it again is safe where the failed attempt cannot have committed anything it did not also
  * answer: a session that ends delivers the results of the statements it completed first, so the
  * statement that failed did not commit, and each route below writes in one transaction (or one
- * statement) that is its last. A read repeats a read. Other routes (brand assignments, imports,
- * suppression lists) answer 503 as before: their writes are not known to be one last commit.
+ * statement) that is its last: an import's create too (src/imports/service.ts createImport). A read
+ * repeats a read. Other routes (brand assignments, an import's cancel, suppression lists) answer 503
+ * as before: their writes are not known to be one last commit.
  * One exception to "did not commit": a server killed between a commit and its answer (a failover).
- * A PATCH applied twice is the same patch; a create that meets its own first attempt is told so
- * (resentAfterMs) and answers 201 as that attempt would have, not 409 or 200.
+ * A PATCH applied twice is the same patch; a contact's create that meets its own first attempt is
+ * told so (resentAfterMs) and answers 201 as that attempt would have, not 409 or 200. An import's
+ * create that meets its own first attempt answers 409 (the account's open import), as the client's
+ * own retry after a 503 would.
  */
-const AGAIN: ReadonlySet<string> = new Set(['GET', 'HEAD', 'PATCH /v1/contacts/:emailMd5', 'POST /v1/contacts']);
+const AGAIN: ReadonlySet<string> = new Set([
+  'GET',
+  'HEAD',
+  'PATCH /v1/contacts/:emailMd5',
+  'POST /v1/contacts',
+  'POST /v1/contact-imports',
+]);
 
 /** How many times one request is sent again. */
 const MAX_AGAIN = 3;

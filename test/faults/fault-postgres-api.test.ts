@@ -184,6 +184,25 @@ describe('PostgreSQL restarts (immediate) under API traffic', () => {
     }
   }
 
+  /** An import's create on the account of `importKey`, judged as `request` judges. */
+  async function createImport(importKey: string): Promise<Answer> {
+    const startedAt = Date.now();
+    try {
+      const res = await fetch(`${api.url}/v1/contact-imports`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${importKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ columns: ['Email'], duplicateContactStrategy: 'overwrite' }),
+        signal: AbortSignal.timeout(15_000),
+      });
+      const text = await res.text();
+      const a: Answer = { what: 'create import', startedAt, endedAt: Date.now(), status: res.status };
+      if (res.status !== 201) a.problem = `${res.status}: ${text.slice(0, 200)}`;
+      return a;
+    } catch (e) {
+      return { what: 'create import', startedAt, endedAt: Date.now(), dropped: String(e) };
+    }
+  }
+
   let n = 0;
   const kinds = [
     () => request('get contact', `/v1/contacts/${md5(known)}`),
@@ -307,4 +326,38 @@ describe('PostgreSQL restarts (immediate) under API traffic', () => {
     },
     60_000,
   );
+  test("an import's create whose session is terminated under it is sent again: 201, one import", async () => {
+    const accountId = await createAccount(bed.sql);
+    const importKey = await createKey(bed.sql, accountId);
+    // The create's insert waits on a lock held here, so the terminate meets it under way.
+    const holder = await bed.sql.reserve();
+    try {
+      await holder`begin`;
+      await holder`lock table contact_imports in exclusive mode`;
+      const created = createImport(importKey);
+      const waiting = async () => {
+        const rows = await bed.sql<{ pid: number }[]>`
+          select pid from pg_stat_activity
+          where application_name = 'pg-fault-api' and wait_event_type = 'Lock' and query ilike '%contact_imports%'`;
+        return rows[0]?.pid;
+      };
+      let pid: number | undefined;
+      for (let i = 0; i < 100 && pid === undefined; i++) pid = (await waiting()) ?? (await Bun.sleep(50), undefined);
+      expect(pid).toBeDefined();
+      await bed.sql`select pg_terminate_backend(${pid!})`;
+      await holder`rollback`;
+      const answer = await created;
+      expect(answer).toMatchObject({ status: 201 });
+      expect(answer.problem).toBeUndefined();
+    } finally {
+      holder.release();
+    }
+    const [row] = await bed.sql<
+      { n: number }[]
+    >`select count(*)::int as n from contact_imports where account_id = ${accountId}`;
+    expect(row!.n).toBe(1);
+    expect(await bed.tail(api, Number.MAX_SAFE_INTEGER)).toMatch(
+      /request sent again[^\n]*"route":"\/v1\/contact-imports"/,
+    );
+  }, 30_000);
 });
