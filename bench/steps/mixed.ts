@@ -21,10 +21,11 @@
  * few requests of a kind is shown and not judged; open loop, the import at most 1.5 × its time
  * alone. Idle is the mean of the two idle spans' figures (bracketP99): the paced import lasts
  * minutes at 1M rows and more at 25M, over which this machine's speed drifts. The span after waits
- * for autovacuum to finish with the import's new rows (at most AUTOVACUUM_WAIT_S): that work is the
- * import's, not the machine's idle. Verified after timing: the import's counts and contacts as
- * import A's, and the end state the load's 2xx answers promise (http.ts). The import's contacts are
- * deleted after, so the step needs disk for one more set.
+ * for autovacuum to finish with the import's new rows (at most AUTOVACUUM_WAIT_S) and for its pages
+ * to be written out (pagesWrittenOut): that work is the import's, not the machine's idle. Verified
+ * after timing: the import's counts and contacts as import A's, and the end state the load's 2xx
+ * answers promise (http.ts). The import's contacts are deleted after, so the step needs disk for one
+ * more set.
  */
 import type { Sql } from '../../src/db';
 import { createBenchAccount, dropAccountContacts } from '../lib/account';
@@ -205,6 +206,8 @@ export async function runMixed(
       `[mixed] ${autovacuumWait.stillRunning ? 'autovacuum still running after' : 'autovacuum done after'} ` +
         `${autovacuumWait.seconds.toFixed(0)} s`,
     );
+    const written = await pagesWrittenOut(ctx.sql);
+    log(`[mixed] the import's pages written out (CHECKPOINT, the kernel's dirty pages) in ${written.toFixed(1)} s`);
     const idleAfter = await idleSpan('idle after');
     await checkImport(ctx, importer, file, run.view, {
       label: 'mixed import A',
@@ -266,6 +269,34 @@ async function autovacuumDone(sql: Sql, maxSeconds: number): Promise<{ seconds: 
     if (seconds >= maxSeconds) return { seconds, stillRunning: true };
     await Bun.sleep(1000);
   }
+}
+
+/** Dirty page cache the idle span after the import waits for (/proc/meminfo `Dirty`), at most DIRTY_WAIT_S. */
+const DIRTY_MB = 64;
+const DIRTY_WAIT_S = 60;
+
+/**
+ * Before the idle span after the import: its pages written out, so that span measures an idle
+ * machine. At 3,000 req/s an idle span right after the import had a p99 of 459-586 ms while the
+ * kernel wrote its pages, against 4-12 ms before it
+ * (bench/findings/2026-12-06-mixed-step-wal-flush-stalls.md). A CHECKPOINT writes PostgreSQL's dirty
+ * buffers and syncs its files (without superuser rights on a configured database, skipped); then the
+ * kernel's dirty pages (this machine's, where the embedded server writes) until below DIRTY_MB.
+ * Returns the seconds it took.
+ */
+async function pagesWrittenOut(sql: Sql): Promise<number> {
+  const started = performance.now();
+  await sql.unsafe('checkpoint').catch(() => {});
+  const dirtyMb = async () => {
+    const m = /^Dirty:\s+(\d+) kB$/m.exec(
+      await Bun.file('/proc/meminfo')
+        .text()
+        .catch(() => ''),
+    );
+    return m ? Number(m[1]) / 1024 : 0;
+  };
+  while ((await dirtyMb()) > DIRTY_MB && performance.now() - started < DIRTY_WAIT_S * 1000) await Bun.sleep(250);
+  return (performance.now() - started) / 1000;
 }
 
 /** Each kind's idle reference: the mean p99 (or p50) of the idle spans before and after the import. */
