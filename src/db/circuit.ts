@@ -1,4 +1,4 @@
-import { databaseUnreachable, isConnectionGone, isDatabaseUnavailable } from './unavailable';
+import { databaseUnreachable, isConnectionGone, isDatabaseUnavailable, isSessionEnded } from './unavailable';
 import { errorFields, log } from '../log';
 
 /**
@@ -16,15 +16,6 @@ const REQUEST_WAIT_MS = 900;
 const PROBE_GAP_MS = 100;
 /** Attempts of one probe while each fails with a lost connection (runProbe). */
 const PROBE_TRIES = 3;
-/** A session that ended under the probe (postgres.js's codes, the server's terminate), not a server away. */
-const LOST_SESSION = new Set([
-  'CONNECTION_CLOSED',
-  'CONNECTION_DESTROYED',
-  'CONNECTION_ENDED',
-  'ECONNRESET',
-  'EPIPE',
-  '57P01',
-]);
 
 /**
  * Seconds the probe's own connection waits between rounds of connection attempts (every host of
@@ -118,7 +109,7 @@ export class DatabaseCircuit {
       for (let n = 1; ; n++) {
         const e = await attempt();
         if (e === undefined || !isConnectionGone(e) || n >= PROBE_TRIES) return e;
-        if (n >= 2 && !LOST_SESSION.has(String((e as { code?: unknown }).code))) return e;
+        if (n >= 2 && !isSessionEnded(e)) return e;
       }
     };
     const failure = await within(tries(), PROBE_TIMEOUT_MS, new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`));

@@ -52,6 +52,24 @@ export function isConnectionGone(error: unknown): boolean {
   return severity === 'FATAL' || severity === 'PANIC';
 }
 
+/** The codes of a session that ended under its client (the server's terminate, a socket closed or reset). */
+const ENDED_SESSION_CODES = new Set([
+  'CONNECTION_CLOSED',
+  'CONNECTION_DESTROYED',
+  'CONNECTION_ENDED',
+  'ECONNRESET',
+  'EPIPE',
+  '57P01',
+]);
+
+/**
+ * `error` ended a session that was open, which says nothing of whether the server is there; unlike a
+ * refused or unanswered connection, which says it is away (src/db/circuit.ts's probe tells them apart).
+ */
+export function isSessionEnded(error: unknown): boolean {
+  return ENDED_SESSION_CODES.has(String((error as { code?: unknown } | null)?.code));
+}
+
 /** What the API's circuit throws while a probe says the database does not answer (src/db/circuit.ts). */
 export function databaseUnreachable(): Error {
   return Object.assign(new Error('the database does not answer (a probe failed); the request was not sent to it'), {
