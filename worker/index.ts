@@ -131,7 +131,7 @@ const handlers: Record<string, Record<string, Handler>> = {
             giveWay: () => fairShare.giveWay(importId),
             sharing: () => fairShare.sharing(),
             apiBusy: apiLoad && (() => apiLoad.busy()),
-            apiShare: apiLoad && (() => apiLoad.share()),
+            apiLoad: apiLoad && (() => apiLoad.load()),
             eventsCommitted: () => sequencer.poke(),
           },
           accountId,

@@ -1,20 +1,25 @@
 import IORedis, { type Redis } from 'ioredis';
+import { LatencyFloors } from './latency-floors';
 
 /**
  * The API tells the workers when it is busy, so that imports give it room (issue 15, bench step
  * `mixed`). One Redis key, set by any API replica that served at least `rps` requests a second
- * over the last window, for a little longer than a window: while it exists, merge batches run in
- * paced pieces (worker/import/merge/batch.ts). Its value is the replica's load: its requests in
- * flight on average over about the last second (the time its answered requests took over the time
- * passed, Little's law) as a share of SATURATED_IN_FLIGHT, so that an import gives way in
- * proportion to what the API carries rather than to its presence (worker/import/pace.ts's
- * restFactor). Resting fully whenever it was busy made the import many times slower than the
- * spare capacity explains; the process's CPU share was tried first and missed a database-bound
- * API falling behind (bench/findings/2026-12-06-open-loop-mixed-1m.md). Requests in flight grow as
- * soon as the import slows the API's answers, so the import then rests more. Why the merge must
- * pace itself rather than only run at a lower CPU priority: the API's writes wait on WAL flushes,
- * and every flush must first write out the WAL the merge produced before it (measured: API backends
- * in WALWrite/WALSync, and nice 19 on the merge's backends left the other account's p99 at ×3).
+ * over the last window, for a little longer than a window: while it exists, every phase of an
+ * import goes in paced pieces (worker/import/pace.ts). Its value is two figures:
+ * - the load: the requests a second the replica serves, smoothed over about the last second, as a
+ *   share of the most it has served (its capacity as far as it knows; one never pushed gives imports
+ *   less room, not more), so that an import gives way in proportion to what the API carries rather
+ *   than to its presence. Resting fully whenever it was busy made the import many times slower than
+ *   the spare capacity explains (bench/findings/2026-12-06-open-loop-mixed-1m.md); so did its
+ *   requests in flight as a share of its pool, the load's first form, which grows with every
+ *   slowdown whatever causes it (bench/findings/2026-12-06-pacing-by-harm.md);
+ * - the harm: its mean time per request, smoothed the same way, over its usual time at the rate it
+ *   serves (latency-floors.ts), so that an import rests only while the API's answers are slower
+ *   than usual.
+ * Why the merge must pace itself rather than only run at a lower CPU priority: the API's writes
+ * wait on WAL flushes, and every flush must first write out the WAL the merge produced before it
+ * (measured: API backends in WALWrite/WALSync, and nice 19 on the merge's backends left the other
+ * account's p99 at ×3).
  *
  * Both sides use a connection of their own that fails fast while Redis is away: the signal is
  * advisory, and a Redis outage means "not busy" (imports run at full speed), never a stuck request.
@@ -27,11 +32,14 @@ export const API_LOAD_WINDOW_MS = 100;
 const BUSY_TTL_MS = 1_000;
 /** Each window's figure moves the published load by this part of the difference: about a second's memory. */
 const LOAD_SMOOTHING = 0.1;
-/**
- * Requests in flight at which an API process counts as fully loaded: its database pool's default
- * size (DATABASE_POOL_SIZE), past which requests queue for a connection.
- */
-export const SATURATED_IN_FLIGHT = 10;
+/** A window with fewer answers than this says little about their mean time: it leaves the figure as it was. */
+const MIN_ANSWERED = 5;
+
+/** What the busy key says: the API's load, 0-1, and its harm, 1 and over (absent from an API before it was). */
+export interface ApiLoadNow {
+  share: number;
+  harm?: number;
+}
 
 function signalConnection(redisUrl: string): Redis {
   const redis = new IORedis(redisUrl, { maxRetriesPerRequest: 0, enableOfflineQueue: false });
@@ -48,10 +56,18 @@ export class ApiLoadSignal {
   private threshold = Infinity;
   private readonly redis: Redis | undefined;
   private readonly timer: ReturnType<typeof setInterval> | undefined;
-  /** requests in flight on average, smoothed over about the last second (LOAD_SMOOTHING) */
-  private inFlight = 0;
   /** ms the requests answered since the last window took */
   private servedMs = 0;
+  /** requests answered since the last window */
+  private answered = 0;
+  /** mean ms per request, smoothed over about the last second (LOAD_SMOOTHING); 0 before any */
+  private latency = 0;
+  /** requests arrived a second, smoothed over about the last second (LOAD_SMOOTHING) */
+  private rate = 0;
+  /** the highest `rate` so far */
+  private peakRate = 0;
+  /** the usual `latency` at each rate */
+  private readonly floors = new LatencyFloors();
   private at = performance.now();
 
   constructor(
@@ -63,31 +79,46 @@ export class ApiLoadSignal {
     this.threshold = Math.max(1, Math.ceil((rps * API_LOAD_WINDOW_MS) / 1000));
     this.redis = signalConnection(redisUrl);
     this.timer = setInterval(() => {
+      const arrived = this.count;
       this.count = 0;
-      this.measure();
+      this.measure(arrived);
     }, API_LOAD_WINDOW_MS);
     this.timer.unref();
   }
 
-  private measure(): void {
+  private measure(arrived: number): void {
     const now = performance.now();
-    const window = this.servedMs / Math.max(1, now - this.at);
-    this.inFlight += LOAD_SMOOTHING * (window - this.inFlight);
+    const elapsed = Math.max(1, now - this.at);
+    this.rate += LOAD_SMOOTHING * ((arrived * 1000) / elapsed - this.rate);
+    this.peakRate = Math.max(this.peakRate, this.rate);
+    if (this.answered >= MIN_ANSWERED) {
+      const mean = this.servedMs / this.answered;
+      this.latency = this.latency === 0 ? mean : this.latency + LOAD_SMOOTHING * (mean - this.latency);
+      this.floors.see(this.rate, this.latency, now);
+    }
     this.servedMs = 0;
+    this.answered = 0;
     this.at = now;
+  }
+
+  /** The mean time per request over its usual time at this rate, 1 while there is no figure yet. */
+  private harm(): number {
+    return this.latency > 0 ? this.floors.harm(this.rate, this.latency, performance.now()) : 1;
   }
 
   /** A request arrives. */
   hit(): void {
     if (++this.count === this.threshold) {
-      const share = Math.min(1, this.inFlight / SATURATED_IN_FLIGHT);
-      this.redis?.set(this.key, share.toFixed(2), 'PX', BUSY_TTL_MS).catch(() => {});
+      const share = this.peakRate > 0 ? Math.min(1, this.rate / this.peakRate) : 1;
+      const value = `${share.toFixed(2)} ${this.harm().toFixed(2)}`;
+      this.redis?.set(this.key, value, 'PX', BUSY_TTL_MS).catch(() => {});
     }
   }
 
   /** A request was answered after `ms`. */
   served(ms: number): void {
     this.servedMs += ms;
+    this.answered++;
   }
 
   async close(): Promise<void> {
@@ -99,7 +130,7 @@ export class ApiLoadSignal {
 /** In the worker: whether the API said it is busy, read every window in the background. */
 export class ApiLoad {
   private busyNow = false;
-  private shareNow = 0;
+  private now: ApiLoadNow = { share: 0 };
   private readonly redis: Redis;
   private readonly timer: ReturnType<typeof setInterval>;
   private reading = false;
@@ -114,9 +145,7 @@ export class ApiLoad {
         .then(
           (v) => {
             this.busyNow = v !== null;
-            // A value that is no figure (`1`, as an API before the load was published wrote) counts as fully loaded.
-            const share = Number(v);
-            this.shareNow = v === null ? 0 : Number.isFinite(share) ? share : 1;
+            this.now = v === null ? { share: 0 } : parseLoad(v);
           },
           () => (this.busyNow = false),
         )
@@ -129,13 +158,26 @@ export class ApiLoad {
     return this.busyNow;
   }
 
-  /** The busy API's load, 0-1: its requests in flight over SATURATED_IN_FLIGHT (0 while it is not busy). */
-  share(): number {
-    return this.busyNow ? this.shareNow : 0;
+  /**
+   * The busy API's load, 0-1 (its requests a second over the most it has served), and its harm (its
+   * mean time per request over its usual time at that rate); `{ share: 0 }` while it is not busy.
+   */
+  load(): ApiLoadNow {
+    return this.busyNow ? this.now : { share: 0 };
   }
 
   async close(): Promise<void> {
     clearInterval(this.timer);
     await this.redis.quit().catch(() => this.redis.disconnect());
   }
+}
+
+/**
+ * The busy key's value: `share harm`. A value that is no figure (`1`, as an API before the load was
+ * published wrote) counts as fully loaded; one with the share alone (before the harm was) has no harm.
+ */
+export function parseLoad(value: string): ApiLoadNow {
+  const [share, harm] = value.split(' ').map(Number);
+  if (share === undefined || !Number.isFinite(share)) return { share: 1 };
+  return harm !== undefined && Number.isFinite(harm) ? { share, harm } : { share };
 }

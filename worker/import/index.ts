@@ -2,6 +2,7 @@ import { isSuspended } from '../../src/auth/suspension';
 import type { Config } from '../../src/config';
 import { type Sql, isDatabaseUnavailable, importRunLock } from '../../src/db';
 import { markImportFailed } from '../../src/imports/lifecycle';
+import type { ApiLoadNow } from '../../src/imports/api-load';
 import { importPhaseDuration, importsFinished } from '../../src/metrics/import-pipeline';
 import type { ObjectStore } from '../../src/storage/store';
 import { dedupePhase, ensureStaged } from './dedupe';
@@ -28,8 +29,8 @@ export interface ImportDeps {
   sharing?: () => boolean;
   /** Pipeline.apiBusy: whether the API said it is busy (src/imports/api-load.ts). */
   apiBusy?: () => boolean;
-  /** Pipeline.apiShare: the busy API's load (src/imports/api-load.ts). */
-  apiShare?: () => number;
+  /** Pipeline.apiLoad: the busy API's load and harm (src/imports/api-load.ts). */
+  apiLoad?: () => ApiLoadNow;
   /** Pipeline.eventsCommitted: after a merge batch committed events. */
   eventsCommitted?: () => void;
   /** How often the run looks whether its account was suspended (SUSPENSION_LOOK_MS; tests shorten it). */
@@ -187,7 +188,7 @@ async function runWatched(
       giveWay: () => watch.suspended() || (deps.giveWay?.() ?? false),
       sharing: deps.sharing,
       apiBusy: deps.apiBusy,
-      apiShare: deps.apiShare,
+      apiLoad: deps.apiLoad,
       eventsCommitted: deps.eventsCommitted,
       pace,
     };

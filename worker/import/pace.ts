@@ -5,27 +5,44 @@
  * phase: the read's parsed chunks with their COPY (read.ts), the dedupe's slices (dedupe.ts), the
  * merge batches (merge/batch.ts) and the scan for the report's duplicate rows beside them
  * (rejects.ts). While the API is not busy nothing rests: an import on an idle API runs at full speed.
- * How long a piece rests follows the API's load (restFactor): a light load takes a short rest, a
- * saturated API the full IMPORT_PACE.
+ * How long a piece rests follows the API's load and the harm it takes (restFactor): an API whose
+ * answers are no slower than usual takes no rest from the import, a slowed one a rest that grows
+ * with its slowdown, up to what its load leaves (a light load a short rest, a saturated API the full
+ * IMPORT_PACE).
  */
+import type { ApiLoadNow } from '../../src/imports/api-load';
+
 export interface PaceSource {
   /** Whether the API is busy now (Pipeline.apiBusy); absent: never. */
   apiBusy?: () => boolean;
   /** How many times a paced piece's own time it rests after it (IMPORT_PACE; 0: never paced), at most. */
   pace: number;
-  /** The busy API's load, 0-1 (ApiLoad.share: its requests in flight as a share of saturation); absent: 1. */
-  apiShare?: () => number;
+  /** The busy API's load and harm (ApiLoad.load); absent: fully loaded, harm unknown. */
+  apiLoad?: () => ApiLoadNow;
 }
+
+/**
+ * The API's harm (its mean time per request over its usual level) up to which an import does not
+ * rest, and from which it rests all its load leaves. Between them the rest grows in proportion, so
+ * the import settles where the API's answers are between 1.5 and 3 times their usual time on
+ * average: the mixed step's target is its p50 and p99 within 2 × idle.
+ */
+export const HARM_FROM = 1.5;
+export const HARM_FULL = 3;
 
 /**
  * Times a paced piece's own time it rests: the import's share of the time (piece / (piece + rest))
  * is what the API's load leaves, 1 - share, so rest / piece = share / (1 - share), at most `pace`
- * (reached at share pace / (1 + pace), 0.8 for the default 4). Without a share, `pace`.
+ * (reached at share pace / (1 + pace), 0.8 for the default 4); times the harm's weight, 0 up to
+ * HARM_FROM and 1 from HARM_FULL. Without a load, `pace`; without a harm, the load's rest in full.
  */
-export function restFactor(pace: number, share: number | undefined): number {
-  if (share === undefined) return pace;
-  const s = Math.min(Math.max(share, 0), 1);
-  return s >= 1 ? pace : Math.min(pace, s / (1 - s));
+export function restFactor(pace: number, load: ApiLoadNow | undefined): number {
+  if (load === undefined) return pace;
+  const s = Math.min(Math.max(load.share, 0), 1);
+  const byLoad = s >= 1 ? pace : Math.min(pace, s / (1 - s));
+  if (load.harm === undefined) return byLoad;
+  const weight = Math.min(Math.max((load.harm - HARM_FROM) / (HARM_FULL - HARM_FROM), 0), 1);
+  return byLoad * weight;
 }
 
 /** One run's pieces: asks whether the next should be paced, and rests after those that were. */
@@ -35,19 +52,28 @@ export class Pacer {
   /** milliseconds rested after them */
   restedMs = 0;
 
-  constructor(private readonly source: PaceSource) {}
+  constructor(
+    private readonly source: PaceSource,
+    private readonly turn?: PaceTurn,
+  ) {}
 
   /** Whether the API is busy now: the next piece should be a small one, rested after. */
   busy(): boolean {
     return this.source.pace > 0 && this.source.apiBusy?.() === true;
   }
 
-  /** Runs one piece, and when it was `paced` rests `pace` times its time after it. */
+  /**
+   * Runs one piece, and when it was `paced` rests `pace` times its time after it; a paced piece
+   * waits for the pacer's turn, when it has one, and holds it through its rest.
+   */
   async piece<T>(paced: boolean, run: () => Promise<T>): Promise<T> {
-    const started = performance.now();
-    const result = await run();
-    if (paced) await this.restAfter(started);
-    return result;
+    const once = async () => {
+      const started = performance.now();
+      const result = await run();
+      if (paced) await this.restAfter(started);
+      return result;
+    };
+    return paced && this.turn ? this.turn.take(once) : once();
   }
 
   /**
@@ -55,7 +81,7 @@ export class Pacer {
    * piece that is not one promise, such as a parsed chunk whose rows the COPY has just taken.
    */
   async restAfter(started: number): Promise<void> {
-    const factor = restFactor(this.source.pace, this.source.apiShare?.());
+    const factor = restFactor(this.source.pace, this.source.apiLoad?.());
     const rest = Math.round((performance.now() - started) * factor);
     this.pieces++;
     this.restedMs += rest;
@@ -77,6 +103,23 @@ export class PacedLane {
     if (!this.pacer.busy()) return piece();
     // Asked again at its turn: the load may have ended while it waited.
     const turn = this.tail.then(() => this.pacer.piece(this.pacer.busy(), piece));
+    this.tail = turn.catch(() => {});
+    return turn;
+  }
+}
+
+/**
+ * One paced piece and its rest at a time among the pacers that share it: a merge's batches in
+ * flight, each a transaction on a backend of its own. The rest leaves the API the share of the time
+ * its load asks for only if the import's pieces do not overlap it; two batches resting on their own
+ * kept two backends busy half the time each, and the API's p50 at 2.2-2.8 × idle while they merged
+ * (bench/findings/2026-12-06-pacing-by-harm.md).
+ */
+export class PaceTurn {
+  private tail: Promise<unknown> = Promise.resolve();
+
+  take<T>(piece: () => Promise<T>): Promise<T> {
+    const turn = this.tail.then(piece);
     this.tail = turn.catch(() => {});
     return turn;
   }

@@ -2,6 +2,7 @@ import type { Staging } from './staging';
 import type postgres from 'postgres';
 import type { Sql } from '../../src/db';
 import type { ObjectStore } from '../../src/storage/store';
+import type { ApiLoadNow } from '../../src/imports/api-load';
 
 export type Strategy = 'overwrite' | 'keep' | 'skip';
 export type Phase = 'read' | 'dedupe' | 'merge' | 'finish';
@@ -103,8 +104,8 @@ export interface Pipeline {
    * (merge/batch.ts). Absent: never (the admin CLI's in-process run).
    */
   apiBusy?: () => boolean;
-  /** The busy API's load, 0-1 (ApiLoad.share): how long paced pieces rest (pace.ts). */
-  apiShare?: () => number;
+  /** The busy API's load and harm (ApiLoad.load): how long paced pieces rest (pace.ts). */
+  apiLoad?: () => ApiLoadNow;
   /** Called after a merge batch committed brand-subscribe events (src/events/wake.ts); absent: nothing. */
   eventsCommitted?: () => void;
   /** How many times a paced piece's own time it rests after it (IMPORT_PACE; 0: never paced). */
