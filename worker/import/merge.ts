@@ -6,6 +6,7 @@ import type { Part } from './merge/batch';
 import { mergeBatches } from './merge/schedule';
 import { partStatements } from './merge/sql-files';
 import { ensureRejectsTable } from './rejects';
+import { PaceTurn } from './pace';
 import { ReportDraft } from './report';
 import { partSizes } from './staging';
 import { StagingLostError } from './errors';
@@ -60,7 +61,11 @@ export async function mergePhase(p: Pipeline, merge: MergeProgress): Promise<Ste
   p.reportDraft ??= new ReportDraft(p, duplicates);
   const seconds = Math.ceil((rowCount - checkpoint) / MERGE_ROWS_PER_SECOND);
   const batches = withAccountHold(p, seconds, () =>
-    mergeBatches({ p, rowCount, parts, recordSkips: rejectsRecorded }, checkpoint, Math.max(1, p.mergeConcurrency)),
+    mergeBatches(
+      { p, rowCount, parts, recordSkips: rejectsRecorded, turn: new PaceTurn() },
+      checkpoint,
+      Math.max(1, p.mergeConcurrency),
+    ),
   );
   // Both run to their end before the phase returns or throws: nothing of this run may go on after it.
   const [merged, scanned] = await Promise.allSettled([batches, duplicates]);

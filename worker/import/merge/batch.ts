@@ -2,7 +2,7 @@ import { batchHoldsAccount } from '../../../src/contacts/write-guard';
 import { advanceMerge } from '../../../src/imports/lifecycle';
 import { type Tx, mergeBatchLock } from '../../../src/db';
 import { appendContactTallies, TallyDeltas } from '../../../src/search/stats';
-import { Pacer } from '../pace';
+import { Pacer, type PaceTurn } from '../pace';
 import { StagingLostError } from '../errors';
 import { type Pipeline } from '../state';
 import { decideParams, fusedParams, type PartStatements } from './sql-files';
@@ -47,6 +47,8 @@ export interface Merge {
   parts: Part[];
   /** record the skipped rows for the rejected-rows report (the import's read recorded its own) */
   recordSkips: boolean;
+  /** the batches' paced pieces, one at a time (pace.ts) */
+  turn: PaceTurn;
 }
 
 /** One batch, (lo, hi] of the import's seq, and where it stands among the batches in flight. */
@@ -263,7 +265,7 @@ async function batchTransaction(m: Merge, b: Batch): Promise<Outcome> {
 
     const counts: BatchCounts = { rows: 0, added: 0, updated: 0, skipped: 0, events: 0 };
     const tally = new TallyDeltas();
-    const pacer = new Pacer(p);
+    const pacer = new Pacer(p, m.turn);
     const plans = new Set<string>();
     for (const { part, from, to } of segmentsOf(m.parts, lo, hi)) {
       // In pieces of UNPACED_ROWS, or of PACED_ROWS while the API is busy (asked again before each).
