@@ -51,10 +51,10 @@ export function httpSeconds(rounds: number, seconds: number, warmup: number, ser
  */
 export function mixedSeconds(rows: number, seconds: number, warmup: number, closed: boolean): number {
   // Import A's time under the load over its time alone. The closed loop: 12-15 × at 25M (the 2-hour
-  // mixed step). The open loop at half the capacity: 6.3-10 × at 1M on a quiet machine, its pieces
-  // resting 1.5-4 × their time (bench/findings/2026-12-06-mixed-step-wal-flush-stalls.md), not the
-  // step's target of 1.5 ×.
-  const importFactor = closed ? 13 : 7;
+  // mixed step). The open loop at half the capacity: 3.6-4.5 × at 1M on a quiet machine, its pieces
+  // resting in proportion to the load's share of the capacity (bench/findings/2026-12-06-pacing-by-harm.md),
+  // not the step's target of 1.5 ×.
+  const importFactor = closed ? 13 : 4;
   return warmup + 3 * seconds + (COST['import A']!.wide * rows * importFactor) / 1e6 + (4 * rows) / 1e6 + 30;
 }
 
