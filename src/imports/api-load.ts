@@ -7,9 +7,9 @@ import { LatencyFloors } from './latency-floors';
  * over the last window, for a little longer than a window: while it exists, every phase of an
  * import goes in paced pieces (worker/import/pace.ts). Its value is two figures:
  * - the load: the requests a second the replica serves, smoothed over about the last second, as a
- *   share of the most it has served (its capacity as far as it knows; one never pushed gives imports
- *   less room, not more), so that an import gives way in proportion to what the API carries rather
- *   than to its presence. Resting fully whenever it was busy made the import many times slower than
+ *   share of the most it has served lately (PEAK_FALL; its capacity as far as it knows: one never
+ *   pushed gives imports less room, not more), so that an import gives way in proportion to what the
+ *   API carries rather than to its presence. Resting fully whenever it was busy made the import many times slower than
  *   the spare capacity explains (bench/findings/2026-12-06-open-loop-mixed-1m.md); so did its
  *   requests in flight as a share of its pool, the load's first form, which grows with every
  *   slowdown whatever causes it (bench/findings/2026-12-06-pacing-by-harm.md);
@@ -32,6 +32,12 @@ export const API_LOAD_WINDOW_MS = 100;
 const BUSY_TTL_MS = 1_000;
 /** Each window's figure moves the published load by this part of the difference: about a second's memory. */
 const LOAD_SMOOTHING = 0.1;
+/**
+ * How fast the most the API has served is forgotten, per window: halved in six hours, so that a
+ * burst long past does not leave every later load looking light, while an import of an hour still
+ * sees the capacity it started with (0.89 × of it after an hour).
+ */
+const PEAK_FALL = 2 ** (-API_LOAD_WINDOW_MS / 21_600_000);
 /** A window with fewer answers than this says little about their mean time: it leaves the figure as it was. */
 const MIN_ANSWERED = 5;
 
@@ -64,7 +70,7 @@ export class ApiLoadSignal {
   private latency = 0;
   /** requests arrived a second, smoothed over about the last second (LOAD_SMOOTHING) */
   private rate = 0;
-  /** the highest `rate` so far */
+  /** the highest `rate` lately, falling by PEAK_FALL a window */
   private peakRate = 0;
   /** the usual `latency` at each rate */
   private readonly floors = new LatencyFloors();
@@ -90,7 +96,7 @@ export class ApiLoadSignal {
     const now = performance.now();
     const elapsed = Math.max(1, now - this.at);
     this.rate += LOAD_SMOOTHING * ((arrived * 1000) / elapsed - this.rate);
-    this.peakRate = Math.max(this.peakRate, this.rate);
+    this.peakRate = Math.max(this.rate, this.peakRate * PEAK_FALL);
     if (this.answered >= MIN_ANSWERED) {
       const mean = this.servedMs / this.answered;
       this.latency = this.latency === 0 ? mean : this.latency + LOAD_SMOOTHING * (mean - this.latency);
