@@ -95,16 +95,14 @@ export class Pacer {
  * While it is not busy they run side by side as they come.
  */
 export class PacedLane {
-  private tail: Promise<unknown> = Promise.resolve();
+  private readonly turn = new PaceTurn();
 
   constructor(private readonly pacer: Pacer) {}
 
   run<T>(piece: () => Promise<T>): Promise<T> {
     if (!this.pacer.busy()) return piece();
     // Asked again at its turn: the load may have ended while it waited.
-    const turn = this.tail.then(() => this.pacer.piece(this.pacer.busy(), piece));
-    this.tail = turn.catch(() => {});
-    return turn;
+    return this.turn.take(() => this.pacer.piece(this.pacer.busy(), piece));
   }
 }
 
