@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { once } from 'node:events';
 import { finished } from 'node:stream/promises';
 import Papa from 'papaparse';
+import type { Sql } from '../../src/db';
 import type { RejectedRowsReport } from '../../src/imports/lifecycle';
 import { csvField, rejectionDetail, REPORT_COLUMNS, type Reason } from '../../src/imports/rejections';
 import { rejectedRowsObjectKey } from '../../src/storage';
@@ -22,7 +23,8 @@ interface Rejected {
   info: string | null;
 }
 
-const CURSOR_ROWS = 2_000;
+/** Recorded rows read per page (worker/import/rejects.ts's table, in row order). */
+const PAGE_ROWS = 2_000;
 const FLUSH_CHARS = 256 * 1024;
 
 /**
@@ -41,8 +43,8 @@ const FLUSH_CHARS = 256 * 1024;
  * parser gave (file_rows), so a file where the two differ (a quoted line break, a line ending the
  * parser read otherwise) is noticed at the end and read again through the parser: slower, exact.
  *
- * Memory stays flat: the recorded rows come through a cursor in file order, the report goes to a
- * temporary file, and the store takes that file. Idempotent: a run killed midway writes it again.
+ * Memory stays flat: the recorded rows come in pages in file order (recordedPages), the report goes
+ * to a temporary file, and the store takes that file. Idempotent: a run killed midway writes it again.
  */
 export async function writeReport(p: Pipeline): Promise<RejectedRowsReport | undefined> {
   const { sql, job } = p;
@@ -146,7 +148,9 @@ async function recordedLines(p: Pipeline): Promise<number> {
 
 /**
  * The report of the rows recorded now, written to a new temporary file (the caller removes it).
- * The rows come through one cursor, so the file is one snapshot of the recorded rows.
+ * At the finish nothing records rows any more. A draft's pages may also hold rows a merge batch
+ * recorded while it read; the merge only adds rows, so a draft with as many lines as the finish
+ * counts holds exactly its rows (ReportDraft.take).
  */
 async function writtenFile(p: Pipeline, facts: ReportFacts, signal?: AbortSignal): Promise<ReportFile> {
   const { sql, job } = p;
@@ -233,10 +237,7 @@ async function writeFile(
   // Made once the source is open (a store that refused it left the file open before), and closed
   // with it below.
   const file = createWriteStream(path);
-  const cursor = sql<Rejected[]>`
-    select row_no, reason, column_no, info from ${sql(table)}
-    where account_id = ${job.accountId}::uuid order by row_no`.cursor(CURSOR_ROWS);
-  const out = new ReportOut(file, cursor[Symbol.asyncIterator](), columns);
+  const out = new ReportOut(file, recordedPages(sql, table, job.accountId), columns);
   let whole = false;
   try {
     signal?.throwIfAborted();
@@ -247,6 +248,32 @@ async function writeFile(
     await out.close();
   }
   return whole ? out.rows : undefined;
+}
+
+/**
+ * The recorded rows in row order, a page at a time, each page a statement of its own after the last
+ * row_no seen (the table's key is (account_id, row_no), so no row comes twice or is skipped).
+ * Not a cursor: a connection terminated while postgres.js's cursor waited on its consumer threw
+ * inside the library (`query.reject` of null at PortalSuspended) as an unhandled rejection, and the
+ * worker exited. A page's statement fails like any other, and one between pages meets a new
+ * connection.
+ */
+export async function* recordedPages(
+  sql: Sql,
+  table: string,
+  accountId: string,
+  pageRows = PAGE_ROWS,
+): AsyncGenerator<Rejected[]> {
+  let after = 0; // data rows are numbered from 1
+  for (;;) {
+    const page = await sql<Rejected[]>`
+      select row_no, reason, column_no, info from ${sql(table)}
+      where account_id = ${accountId}::uuid and row_no > ${after}::int8
+      order by row_no limit ${pageRows}`;
+    if (page.length > 0) yield page;
+    if (page.length < pageRows) return;
+    after = Number(page[page.length - 1]!.row_no);
+  }
 }
 
 /** The report being written: its rows in file order, matched against the file's data rows. */
@@ -264,7 +291,7 @@ class ReportOut {
 
   constructor(
     private readonly file: WriteStream,
-    private readonly cursor: AsyncIterator<Rejected[]>,
+    private readonly pages: AsyncIterator<Rejected[]>,
     private readonly columns: Column[],
   ) {
     // The file's error (a full disk) is thrown by the next flush: with no listener it would be an
@@ -306,10 +333,10 @@ class ReportOut {
     return this.next === undefined;
   }
 
-  /** Ends the file whatever ended the walk (the cursor's connection may be gone). */
+  /** Ends the file whatever ended the walk (the database may be gone). */
   async close(): Promise<void> {
     try {
-      await this.cursor.return?.();
+      await this.pages.return?.();
       await this.flush();
     } finally {
       this.file.end();
@@ -319,7 +346,7 @@ class ReportOut {
 
   private async advance(): Promise<void> {
     if (this.at >= this.batch.length && !this.ended) {
-      const r = await this.cursor.next();
+      const r = await this.pages.next();
       this.ended = r.done === true;
       this.batch = r.done ? [] : r.value;
       this.at = 0;
