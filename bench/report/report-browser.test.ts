@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test';
-import { mkdir, mkdtemp, rm, stat } from 'node:fs/promises';
+import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'puppeteer-core';
 import { launchChromium } from '../../test/helpers/chromium';
 import type { ResultData } from './model';
 import { writeHtmlBeside } from './command';
+import { writePngBeside } from './screenshot';
 
 /** Where the screenshot stays for a person (or CI) to look at: the ignored data folder, beside the test databases'. */
 const ARTIFACTS = join(import.meta.dir, '..', '..', '.data', 'test-artifacts');
@@ -72,10 +73,20 @@ test("a small run's report renders in chromium, every chart with its data points
   const verdicts = await page.$$eval('.targets .verdict', (cells) => cells.map((c) => c.textContent));
   expect(verdicts).toEqual(['PASS', 'MISS', 'SKIP']);
 
-  await mkdir(ARTIFACTS, { recursive: true });
-  await page.screenshot({ path: SCREENSHOT, fullPage: true });
-  expect((await stat(SCREENSHOT)).size).toBeGreaterThan(20_000);
   expect(requested).toEqual([url]);
   expect(errors).toEqual([]);
   await page.close();
+
+  // `bun run bench report --png`'s picture of it, kept for a person (or CI) to look at.
+  const png = await writePngBeside(html, browser);
+  expect(png).toBe(join(dir, 'small-run.png'));
+  const bytes = new Uint8Array(await Bun.file(png).arrayBuffer());
+  expect([...bytes.subarray(0, 8)]).toEqual([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]); // PNG's signature
+  // Its width is the viewport's, its height the whole page's (far more than one screen).
+  const view = new DataView(bytes.buffer);
+  expect(view.getUint32(16)).toBe(1280);
+  expect(view.getUint32(20)).toBeGreaterThan(900);
+  expect(bytes.length).toBeGreaterThan(20_000);
+  await mkdir(ARTIFACTS, { recursive: true });
+  await copyFile(png, SCREENSHOT);
 }, 60_000);
