@@ -135,6 +135,11 @@ function parseArgs(argv: string[]) {
      * and the pair took 4 of the default 1M run's 12 minutes.
      */
     apiProcesses: 1,
+    /**
+     * The HTTP step also measures the API without rate limits (what the limits cost). Not by default:
+     * a third server is a third of the step, 1:50 of the default 1M run's budget of 12 minutes.
+     */
+    httpNoLimits: false,
   };
   for (let k = 0; k < argv.length; k++) {
     const flag = argv[k]!;
@@ -173,6 +178,7 @@ function parseArgs(argv: string[]) {
     else if (flag === '--mixed-rate') opts.mixedRate = num(3);
     else if (flag === '--mixed-closed') opts.mixedClosed = true;
     else if (flag === '--api-processes') opts.apiProcesses = num(1);
+    else if (flag === '--http-no-limits') opts.httpNoLimits = true;
     else if (flag === '--steps') opts.steps = list(STEPS);
     else if (flag === '--shapes') opts.shapes = list(SHAPE_NAMES);
     else if (flag === '--help' || flag === '-h') {
@@ -180,7 +186,7 @@ function parseArgs(argv: string[]) {
         'usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--http-rounds R] [--connections C] ' +
           `[--samples K] [--poll-ms MS] [--steps ${STEPS.join(',')}] [--shapes ${SHAPE_NAMES.join(',')}] ` +
           '[--flat-rows N] [--no-flat] [--strict] [--lean] [--citus] [--citus-workers N] [--search-runs N] ' +
-          '[--mixed-rate N] [--mixed-closed] [--api-processes N]',
+          '[--mixed-rate N] [--mixed-closed] [--api-processes N] [--http-no-limits]',
       );
       process.exit(2);
     } else throw new Error(`unknown flag ${flag} (see --help)`);
@@ -231,8 +237,9 @@ async function main(): Promise<number> {
       const plan = diskPlan(opts, paths, wideAPath, dataDir, await walOnDisk(dataDir), eventsA);
       lean = (await checkDiskSpace(plan, log, { lean })).lean;
     }
-    // With --api-processes N > 1 the HTTP step measures the N-process API and bare server too (lib/process-groups.ts).
-    const httpServers = opts.apiProcesses > 1 ? 5 : 3;
+    // The API and the bare server; with --http-no-limits the API without limits; with --api-processes
+    // N > 1 the N-process API and bare server too (lib/process-groups.ts).
+    const httpServers = 2 + (opts.httpNoLimits ? 1 : 0) + (opts.apiProcesses > 1 ? 2 : 0);
     const cached = (path: string) => existsSync(path) && existsSync(`${path}.meta.json`);
     const plan = timePlan({ ...opts, httpServers }, paths, cached);
     const runClock = startRunClock(plan, log);
@@ -367,6 +374,7 @@ async function main(): Promise<number> {
       warmupSeconds: opts.warmup,
       rounds: opts.httpRounds,
       apiProcesses: opts.apiProcesses,
+      noLimits: opts.httpNoLimits,
     };
     if (has('http')) {
       stepStarts('http');

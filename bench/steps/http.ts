@@ -21,6 +21,11 @@ export interface HttpOptions {
    * `baseline-Np`: lib/process-groups.ts); 1 or absent: not measured.
    */
   apiProcesses?: number;
+  /**
+   * The API with RATE_LIMITS=false measured beside it (`api-no-limits`): what the limits cost, under
+   * the same load on the machine. Off by default (`--http-no-limits`): it adds a third of the step.
+   */
+  noLimits?: boolean;
   /** CPU seconds of the processes serving the requests, sampled around each measured run */
   sampleCpu?: () => Promise<CpuSample>;
 }

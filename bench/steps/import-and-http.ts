@@ -63,10 +63,10 @@ export async function importB(
 }
 
 /**
- * GET, POST and PATCH against the baseline server, the API without rate limits (a second API
- * process, RATE_LIMITS=false) and the API on the same database (`importedRows`: the contacts
- * import A gave the account, 0 when it did not run), each run's end state checked. The two APIs in
- * one run: what the limits cost is their difference, under the same load on the machine.
+ * GET, POST and PATCH against the baseline server and the API on the same database (`importedRows`:
+ * the contacts import A gave the account, 0 when it did not run), and with `opts.noLimits` the API
+ * without rate limits (a second API process, RATE_LIMITS=false), each run's end state checked. The
+ * two APIs in one run: what the limits cost is their difference, under the same load on the machine.
  */
 export async function httpStep(
   infra: Infra,
@@ -80,14 +80,16 @@ export async function httpStep(
   nodeApis: { name: `api-on-${string}`; databaseUrl: string }[] = [],
 ): Promise<HttpRow[]> {
   const baseline = await startBaseline(infra, account);
-  const started: Awaited<ReturnType<Service['startApi']>>[] = [];
+  const onNodes: Awaited<ReturnType<Service['startApi']>>[] = [];
   const headers = { authorization: `Bearer ${account.key}` };
   // The API and the bare server as N processes too (API_PROCESSES), each against the other.
   let groups: ProcessGroups | undefined;
-  const stopAll = () => Promise.all([baseline.stop(), groups?.stop(), ...started.map((a) => stopChild(a.child))]);
+  let unlimited: Awaited<ReturnType<Service['startApi']>> | undefined;
+  const stopAll = () =>
+    Promise.all([baseline.stop(), groups?.stop(), ...[unlimited, ...onNodes].map((a) => a && stopChild(a.child))]);
   try {
-    started.push(await service.startApi('api-no-limits', { RATE_LIMITS: 'false' }));
-    for (const n of nodeApis) started.push(await service.startApi(n.name, { DATABASE_URL: n.databaseUrl }));
+    if (opts.noLimits) unlimited = await service.startApi('api-no-limits', { RATE_LIMITS: 'false' });
+    for (const n of nodeApis) onNodes.push(await service.startApi(n.name, { DATABASE_URL: n.databaseUrl }));
     const processes = opts.apiProcesses ?? 1;
     if (processes > 1) groups = await startProcessGroups(infra, account, processes, headers);
   } catch (e) {
@@ -95,16 +97,15 @@ export async function httpStep(
     throw e;
   }
   try {
-    const [unlimited, ...others] = started as [(typeof started)[number], ...typeof started];
     const pool = await baseline.pool(importedRows);
     const api = { name: 'api' as const, baseUrl: service.baseUrl, headers };
-    const noLimits = { name: 'api-no-limits' as const, baseUrl: unlimited.baseUrl, headers };
-    const nodeTargets = others.map((o, k) => ({ name: nodeApis[k]!.name, baseUrl: o.baseUrl, headers }));
+    const noLimits = unlimited && { name: 'api-no-limits' as const, baseUrl: unlimited.baseUrl, headers };
+    const nodeTargets = onNodes.map((o, k) => ({ name: nodeApis[k]!.name, baseUrl: o.baseUrl, headers }));
     // The baseline server's own CPU beside the service's processes: what a request costs each side whole.
     const probes = [
       { name: 'baseline', pid: baseline.pid },
-      { name: 'api-no-limits', pid: unlimited.child.proc.pid },
-      ...others.map((o, k) => ({ name: nodeApis[k]!.name, pid: o.child.proc.pid })),
+      ...(unlimited ? [{ name: 'api-no-limits', pid: unlimited.child.proc.pid }] : []),
+      ...onNodes.map((o, k) => ({ name: nodeApis[k]!.name, pid: o.child.proc.pid })),
       ...(groups?.probes ?? []),
     ];
     const withBaseline =
