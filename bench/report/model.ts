@@ -39,6 +39,8 @@ export interface ShapeData {
   pgloader?: { a?: Timed; b?: Timed };
   importA?: ImportData;
   importB?: ImportData;
+  /** the same steps on the run's 1M files of this shape, when it has more rows (bench/steps/flat.ts) */
+  flat?: Omit<ShapeData, 'shape' | 'flat' | 'l1'>;
 }
 
 export interface LatencyWindow {

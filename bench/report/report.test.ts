@@ -48,6 +48,22 @@ describe('peer bars', () => {
     expect(older!.notes).toContain('pgloader: not in this run.');
   });
 
+  test("a larger run's 1M files get a chart of their own, with pgloader, which loads only those", () => {
+    const big = structuredClone(fixture);
+    const shape = big.shapes![0]!;
+    const { dba, pgloader, importA, importB, files } = shape;
+    shape.flat = { dba, pgloader, importA, importB, files };
+    delete shape.pgloader;
+    const [own, flat, ...more] = peerCharts(big);
+    expect(more).toEqual([]);
+    expect(own!.points).toBe(5);
+    expect(own!.notes).toEqual(['pgloader: on the 1M files only (the chart below).']);
+    expect(flat!.title).toContain('wide shape, the 1M files');
+    expect(flat!.points).toBe(6); // dba, pgloader and import of each file; no L1 on them
+    expect(flat!.body).toContain('pgloader B');
+    expect(flat!.notes).toEqual([]);
+  });
+
   test('read an older result, whose L1, dba and imports sat at the top, as the wide shape', () => {
     const { l1, dba, importA: a, importB: b, files } = fixture.shapes![0]!;
     const old: ResultData = { l1, dba, files, imports: { a, b }, options: { steps: ['l1', 'a', 'b'] } };
