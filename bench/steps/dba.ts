@@ -2,7 +2,8 @@
  * Step `dba`: the hand-written peer. What a skilled engineer would do with psql on the same file:
  * COPY it into an UNLOGGED table of text columns, then one INSERT … SELECT DISTINCT ON … ON CONFLICT
  * … DO UPDATE (bench/steps/dba/upsert.sql, or the file shape's own: upsert-narrow.sql) into a fresh
- * account's contacts; then the same for file B over them. Timed per file from the COPY's start to
+ * account's contacts, its contact tallies recounted after it (dba/recount-tallies.sql); then the same
+ * for file B over them. Timed per file from the COPY's start to
  * the upsert's commit. Verified after timing: the upsert wrote one row per distinct good email of
  * the file, and the account holds as many contacts as import A gives (the file's normal rows).
  *
@@ -24,10 +25,30 @@ import { shapeOf, type Shape, type ShapeName } from '../lib/shapes';
 
 /** The staging table the upsert reads (its statements name it). */
 export const STAGING_TABLE = 'dba_rows';
-/** The shape's upsert statement, `$1` the account id: the dba step's and the pgloader step's (pgloader.ts). */
-export const upsertOf = (shape: Shape) => Bun.file(new URL(`./dba/${shape.upsertFile}`, import.meta.url)).text();
-/** The upsert transaction's work_mem: the DISTINCT ON's sort in memory, as the import's dedupe. */
-export const UPSERT_WORK_MEM = '1GB';
+/**
+ * The upsert's transaction, the dba step's and the pgloader step's (pgloader.ts): its settings, then
+ * the shape's upsert and the tallies' recount, each with `$1` the account id.
+ * - work_mem: the DISTINCT ON's sort in memory, as the import's dedupe;
+ * - contact_tallies.explicit: the tallies' per-row UPDATE trigger stays out, the recount keeps them
+ *   (dba/recount-tallies.sql); on Citus the setting goes to the shards' transactions too.
+ */
+export interface UpsertScript {
+  settings: string[];
+  upsert: string;
+  recount: string;
+}
+export async function upsertScriptOf(shape: Shape): Promise<UpsertScript> {
+  const text = (name: string) => Bun.file(new URL(`./dba/${name}`, import.meta.url)).text();
+  return {
+    settings: [
+      `set local work_mem = '1GB'`,
+      `set local citus.propagate_set_commands to 'local'`,
+      `set local contact_tallies.explicit to on`,
+    ],
+    upsert: await text(shape.upsertFile),
+    recount: await text('recount-tallies.sql'),
+  };
+}
 
 export interface DbaFileRun {
   file: 'A' | 'B';
@@ -60,7 +81,7 @@ export async function runDba(
   // The same server whichever database: its CPU, for what a row costs the peer against the import.
   const probes = await databaseProbes(infra.databaseUrl);
   const shape = shapeOf(files.a);
-  const ctx = { sql, runFiles, probes, log, shape, upsert: await upsertOf(shape) };
+  const ctx = { sql, runFiles, probes, log, shape, script: await upsertScriptOf(shape) };
   try {
     const account = await createBenchAccount(sql, `${runId} dba${shape.suffix}`, shape);
     try {
@@ -84,12 +105,11 @@ interface LoadContext {
   probes: CpuProbe[];
   log: (m: string) => void;
   shape: Shape;
-  /** the shape's statement */
-  upsert: string;
+  script: UpsertScript;
 }
 
 async function loadFile(
-  { sql, runFiles, probes, log, shape, upsert }: LoadContext,
+  { sql, runFiles, probes, log, shape, script }: LoadContext,
   accountId: string,
   file: FileMeta,
   name: 'A' | 'B',
@@ -111,8 +131,10 @@ async function loadFile(
   await runFiles.read(file);
   const resumed = performance.now();
   const result = await sql.begin(async (tx) => {
-    await tx.unsafe(`set local work_mem = '${UPSERT_WORK_MEM}'`);
-    return tx.unsafe(upsert, [accountId]);
+    for (const setting of script.settings) await tx.unsafe(setting);
+    const upserted = await tx.unsafe(script.upsert, [accountId]);
+    await tx.unsafe(script.recount, [accountId]);
+    return upserted;
   });
   const done = performance.now();
   const cpuDone = await sampleCpu(probes);
@@ -144,9 +166,15 @@ export async function createStaging(sql: Sql, shape: Shape): Promise<string[]> {
   return columns;
 }
 
-/** The account holds `want` contacts (import A's: the file's distinct good emails), else throws. */
+/**
+ * The account holds `want` contacts (import A's: the file's distinct good emails), and its tallies
+ * count as many (the recount ran, once), else throws.
+ */
 export async function expectContacts(sql: Sql, accountId: string, want: number, when: string): Promise<void> {
-  const [{ n } = { n: -1 }] = await sql<{ n: number }[]>`
-    select count(*)::int as n from contacts where account_id = ${accountId}`;
+  const [{ n, tallied } = { n: -1, tallied: -1 }] = await sql<{ n: number; tallied: number }[]>`
+    select (select count(*)::int from contacts where account_id = ${accountId}) as n,
+           (select coalesce(sum(contacts), 0)::int from contact_tallies
+             where account_id = ${accountId} and brand_id is null) as tallied`;
   if (n !== want) throw new Error(`dba ${when}: the account holds ${n} contacts, import A gives ${want}`);
+  if (tallied !== n) throw new Error(`dba ${when}: the account's tallies count ${tallied} contacts, it holds ${n}`);
 }

@@ -2,9 +2,10 @@
  * Step `pgloader` (issue 57): a real peer tool beside the hand-written one. For each file of a shape,
  * pgloader (Debian's package, bench/lib/services.ts pgloaderBinary) loads the file into the dba step's
  * staging table (dba.ts createStaging) and runs, as its AFTER LOAD DO SQL, the dba step's very upsert
- * (steps/dba/*.sql, the account id written in, in one transaction with the dba step's work_mem) into a
- * fresh account's contacts; then the same for file B over them. Timed per file from pgloader's start
- * to its exit, after the upsert's commit: the tool's own start-up counts, as it would for its user.
+ * (steps/dba/*.sql, the account id written in, in one transaction with the dba step's settings, the
+ * tallies' recount after it) into a fresh account's contacts; then the same for file B over them.
+ * Timed per file from pgloader's start to its exit, after the upsert's commit: the tool's own start-up
+ * counts, as it would for its user.
  *
  * Verified after timing as the dba step is (the upsert wrote one contact per distinct good email of
  * the file, and the account holds as many contacts as import A gives), and besides, that pgloader read
@@ -25,7 +26,7 @@ import type { RunFiles } from '../lib/files';
 import type { FileMeta } from '../lib/generate';
 import { pgloaderBinary, type Infra } from '../lib/services';
 import { shapeOf, type Shape, type ShapeName } from '../lib/shapes';
-import { createStaging, expectContacts, STAGING_TABLE, UPSERT_WORK_MEM, upsertOf } from './dba';
+import { createStaging, expectContacts, STAGING_TABLE, upsertScriptOf } from './dba';
 
 /** Staged rows compared cell by cell with the row model after each load (every row of a smaller file). */
 const CHECKED_ROWS = 2000;
@@ -99,9 +100,11 @@ export async function loadFile(
   const shape = shapeOf(file);
   const label = `file ${name}${shape.suffix}`;
   const columns = await createStaging(sql, shape);
-  const upsert = withAccount(await upsertOf(shape), accountId);
+  const script = await upsertScriptOf(shape);
+  const bound = [script.upsert, script.recount].map((s) => withAccount(s, accountId));
+  const statements = [...script.settings, ...bound];
   const base = join(dir, `${shape.name}-${name.toLowerCase()}`);
-  await Bun.write(`${base}.load`, loadCommand({ path: file.path, url: ctx.url, columns, upsert }));
+  await Bun.write(`${base}.load`, loadCommand({ path: file.path, url: ctx.url, columns, statements }));
   await ctx.runFiles.ready(file);
   // The database's clock: every contact the upsert writes has an updated_at after this.
   const [{ since } = { since: '' }] = await sql<{ since: string }[]>`select clock_timestamp()::text as since`;
@@ -146,9 +149,10 @@ export async function loadFile(
  * `on error stop`: a batch PostgreSQL refuses ends the load, where pgloader would by default retry it
  * row by row, log the refused rows and go on (its exit code then says nothing; the checks would).
  */
-export function loadCommand(o: { path: string; url: string; columns: string[]; upsert: string }): string {
+export function loadCommand(o: { path: string; url: string; columns: string[]; statements: string[] }): string {
   if (o.path.includes("'")) throw new Error(`pgloader: the file's path holds a quote: ${o.path}`);
-  if (o.upsert.includes('$$')) throw new Error('pgloader: the upsert holds $$, which ends its dollar-quoted block');
+  if (o.statements.some((s) => s.includes('$$')))
+    throw new Error('pgloader: a statement holds $$, which ends its dollar-quoted block');
   const targets = o.columns.map((c) => `${c} text using (or ${c} "")`);
   return `LOAD CSV
   FROM '${o.path}' WITH ENCODING utf-8
@@ -167,8 +171,7 @@ export function loadCommand(o: { path: string; url: string; columns: string[]; u
     concurrency = 1,
     on error stop
   AFTER LOAD DO
-    $$ set local work_mem = '${UPSERT_WORK_MEM}' $$,
-    $$ ${o.upsert} $$;
+    ${o.statements.map((s) => `$$ ${s} $$`).join(',\n    ')};
 `;
 }
 

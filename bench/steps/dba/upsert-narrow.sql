@@ -7,7 +7,9 @@
 -- for the identity and the email attribute alike; a string over 255 characters), are filtered with
 -- WHERE. No Brand column: the contacts keep the brands they have. The same statement loads file B
 -- over file A's contacts: ON CONFLICT … DO UPDATE overwrites the attributes the file sends.
--- Not done, unlike the import: subscribe events, seeds, suppressions, disabled contacts, counts.
+-- Not done, unlike the import: subscribe events, seeds, suppressions, disabled contacts, the report's
+-- counts. Done after it in the same transaction, as the import keeps them: the account's contact
+-- tallies (recount-tallies.sql; the transaction sets contact_tallies.explicit, bench/steps/dba.ts).
 --
 -- $1 account id
 with typed as (

@@ -7,7 +7,9 @@
 -- DBA adds to keep bad rows out (an address with one @, a string over 255 characters, a brand the
 -- account does not have), are filtered with WHERE. The same statement loads file B over file A's
 -- contacts: ON CONFLICT … DO UPDATE overwrites the attributes the file sends and adds its brands.
--- Not done, unlike the import: subscribe events, seeds, suppressions, disabled contacts, counts.
+-- Not done, unlike the import: subscribe events, seeds, suppressions, disabled contacts, the report's
+-- counts. Done after it in the same transaction, as the import keeps them: the account's contact
+-- tallies (recount-tallies.sql; the transaction sets contact_tallies.explicit, bench/steps/dba.ts).
 --
 -- $1 account id
 with brand_map as materialized (
