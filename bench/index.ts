@@ -26,7 +26,7 @@ import { RunFiles } from './lib/files';
 import { fairLine, fairTargets, runFair, type FairRun } from './steps/fair';
 import { FLAT_ROWS, flatRows, flatTable, flatTargets } from './steps/flat';
 import { onProgress, sizeLabel } from './lib/format';
-import { generateCsv } from './lib/generate';
+import { generateCsv, generateInChild } from './lib/generate';
 import { gzipFile, runGzipImport, type GzipRun } from './steps/gzip-import';
 import { type HttpOptions } from './steps/http';
 import { eventsTable, eventsTargets, runEvents, type EventsRun } from './steps/events';
@@ -246,10 +246,14 @@ async function main(): Promise<number> {
     onStop(async () => runClock.stop());
     onProgress(stepProgress);
     if (plan[0]?.name === 'generate') stepStarts('generate');
-    const generate = async (shape: ShapeName, p: FilePaths, rows: number) => ({
-      a: await generateCsv(p.a, rows, 0, log, shape),
-      b: p.b ? await generateCsv(p.b, rows, 1, log, shape) : undefined,
-    });
+    // A shape's files A and B at once, each in a process of its own (generateInChild).
+    const generate = async (shape: ShapeName, p: FilePaths, rows: number) => {
+      const [a, b] = await Promise.all([
+        generateInChild(p.a, rows, 0, log, shape),
+        p.b ? generateInChild(p.b, rows, 1, log, shape) : undefined,
+      ]);
+      return { a, b };
+    };
     const runs: ShapeRun[] = [];
     for (const p of paths)
       runs.push({

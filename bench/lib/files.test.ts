@@ -1,11 +1,12 @@
-// A lean run's generated files: deleted after a step reads them, the same bytes again before the next.
+// A lean run's generated files: deleted after a step reads them, the same bytes again before the next;
+// the run's files made in child processes, two at once, as the same bytes.
 import { afterAll, expect, test } from 'bun:test';
 import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RunFiles } from './files';
-import { generateCsv } from './generate';
+import { generateCsv, generateInChild } from './generate';
 
 const dir = join(tmpdir(), `bench-files-${process.pid}`);
 afterAll(() => rm(dir, { recursive: true, force: true }));
@@ -36,4 +37,21 @@ test('kept: nothing is deleted; files made from the generated ones are never del
   await lean.read(derived);
   await lean.ready(derived);
   expect(await Bun.file(derived.path).text()).toBe('x');
+});
+
+test('made in child processes, two at once: the same bytes and meta as in this process, then reused', async () => {
+  const shapes = ['wide', 'narrow'] as const;
+  const here = await Promise.all(shapes.map((s) => generateCsv(join(dir, `here-${s}.csv`), 2500, 1, () => {}, s)));
+  const logged: string[] = [];
+  const log = (m: string) => logged.push(m);
+  const made = await Promise.all(shapes.map((s) => generateInChild(join(dir, `child-${s}.csv`), 2500, 1, log, s)));
+  for (const [i, meta] of made.entries()) {
+    expect({ ...meta, path: '' }).toEqual({ ...here[i]!, path: '' });
+    expect(await Bun.file(meta.path).text()).toBe(await Bun.file(here[i]!.path).text());
+  }
+  expect(logged).toEqual([]);
+  expect(await generateInChild(made[0]!.path, 2500, 1, log, 'wide')).toEqual(made[0]!);
+  expect(logged.at(-1)).toMatch(/reusing/);
+  // A child that fails says so: rows the generator refuses.
+  await expect(generateInChild(join(dir, 'bad.csv'), 10, 0, log, 'sideways' as 'wide')).rejects.toThrow(/exited with/);
 });
