@@ -20,6 +20,13 @@ export interface Received {
 }
 
 const WRITE_CHUNK = 1024 * 1024;
+/**
+ * A body is made durable as it arrives, every this many bytes (fdatasync), not only at its end. The
+ * kernel lets an upload's pages sit dirty up to a tenth of the memory (2.4 GB on the 24 GiB bench
+ * machine) before it writes them by itself; the one fsync at the end then writes them all at once,
+ * and every PostgreSQL commit on the same disk waits behind it.
+ */
+export const SYNC_EVERY = 8 * 1024 * 1024;
 
 /**
  * Objects as files under one directory. Each version of an object is kept by content
@@ -103,6 +110,7 @@ export class LocalStore implements ObjectStore {
     try {
       let pending: Uint8Array[] = [];
       let pendingBytes = 0;
+      let unsynced = 0;
       for await (const chunk of body) {
         size += chunk.byteLength;
         if (size > maxBytes) throw new EntityTooLargeError(`body exceeds ${maxBytes} bytes`);
@@ -112,8 +120,13 @@ export class LocalStore implements ObjectStore {
         pendingBytes += chunk.byteLength;
         if (pendingBytes >= WRITE_CHUNK) {
           await writeAll(fh, pending);
+          unsynced += pendingBytes;
           pending = [];
           pendingBytes = 0;
+          if (unsynced >= SYNC_EVERY) {
+            await fh.datasync();
+            unsynced = 0;
+          }
         }
       }
       await writeAll(fh, pending);
