@@ -45,6 +45,19 @@ async function cached(path: string, rows: number, variant: number, shape: ShapeN
   return (await stat(path)).size === meta.bytes ? meta : undefined;
 }
 
+/** The file's meta when a run before left it as asked (said in the log), else undefined. */
+async function reused(
+  path: string,
+  rows: number,
+  variant: number,
+  shape: ShapeName,
+  log: (m: string) => void,
+): Promise<FileMeta | undefined> {
+  const reuse = await cached(path, rows, variant, shape);
+  if (reuse) log(`[generate] reusing ${path} (${(reuse.bytes / 1e6).toFixed(1)} MB)`);
+  return reuse;
+}
+
 export async function generateCsv(
   path: string,
   rows: number,
@@ -52,11 +65,8 @@ export async function generateCsv(
   log = console.error,
   shape: ShapeName = 'wide',
 ): Promise<FileMeta> {
-  const reuse = await cached(path, rows, variant, shape);
-  if (reuse) {
-    log(`[generate] reusing ${path} (${(reuse.bytes / 1e6).toFixed(1)} MB)`);
-    return reuse;
-  }
+  const reuse = await reused(path, rows, variant, shape, log);
+  if (reuse) return reuse;
   const tmp = `${path}.partial`;
   await mkdir(dirname(path), { recursive: true });
   await rm(tmp, { force: true });
@@ -105,11 +115,8 @@ export async function generateInChild(
   log = console.error,
   shape: ShapeName = 'wide',
 ): Promise<FileMeta> {
-  const reuse = await cached(path, rows, variant, shape);
-  if (reuse) {
-    log(`[generate] reusing ${path} (${(reuse.bytes / 1e6).toFixed(1)} MB)`);
-    return reuse;
-  }
+  const reuse = await reused(path, rows, variant, shape, log);
+  if (reuse) return reuse;
   const args = ['--out', path, '--rows', String(rows), '--variant', String(variant), '--shape', shape];
   const child = Bun.spawn([process.execPath, import.meta.path, ...args], { stdout: 'pipe', stderr: 'inherit' });
   const [out, code] = await Promise.all([new Response(child.stdout).text(), child.exited]);

@@ -3,9 +3,9 @@
  * COPY it into an UNLOGGED table of text columns, then one INSERT … SELECT DISTINCT ON … ON CONFLICT
  * … DO UPDATE (bench/steps/dba/upsert.sql, or the file shape's own: upsert-narrow.sql) into a fresh
  * account's contacts, its contact tallies recounted after it (dba/recount-tallies.sql); then the same
- * for file B over them. Timed per file from the COPY's start to
- * the upsert's commit. Verified after timing: the upsert wrote one row per distinct good email of
- * the file, and the account holds as many contacts as import A gives (the file's normal rows).
+ * for file B over them. Timed per file from the COPY's start to the upsert's commit. Verified after
+ * timing: the upsert wrote one row per distinct good email of the file, and the account holds as many
+ * contacts as import A gives (the file's normal rows), its tallies as many.
  *
  * It runs in a database of its own on the embedded PostgreSQL, migrated like the service's and
  * dropped after the step: at 25M rows its contacts after file B take ~45 GB, which the imports that

@@ -26,7 +26,7 @@ const WRITE_CHUNK = 1024 * 1024;
  * machine) before it writes them by itself; the one fsync at the end then writes them all at once,
  * and every PostgreSQL commit on the same disk waits behind it.
  */
-export const SYNC_EVERY = 8 * 1024 * 1024;
+const SYNC_EVERY = 8 * 1024 * 1024;
 
 /**
  * Objects as files under one directory. Each version of an object is kept by content
