@@ -2,7 +2,8 @@
  * `bun run bench [-- --rows N] [--duration S] [--connections C] [--strict] [--lean]
  *   [--steps l1,dba,pgloader,a,b,search,http,export,mixed,events,suppression-check,profile,gzip,report,fair,small]
  *   [--shapes wide,narrow] [--search-runs N]
- *   [--flat-rows N] [--no-flat] [--citus] [--citus-workers N] [--mixed-rate N] [--mixed-closed]`
+ *   [--flat-rows N] [--no-flat] [--citus] [--citus-workers N] [--mixed-rate N] [--mixed-closed]
+ *   [--mixed-shape wide|narrow]`
  * Brings up the service (embedded defaults or configured URLs), generates the CSV files, runs
  * L1, the dba step, the pgloader step, import A and import B for each file shape
  * (steps/shape-steps.ts; above 1M rows the dba step and the imports also on the shapes' 1M files,
@@ -56,7 +57,14 @@ import {
 import type { HttpRow, LoadRow, Target } from './lib/types';
 import { cleanFile, runReportCost, type ReportCostFile } from './steps/report-cost';
 import { runSmall, smallTargets } from './steps/small-import';
-import { diskPlan, eventsPath, otherStepsReadWideA, shapePaths, type FilePaths } from './lib/run-plan';
+import {
+  diskPlan,
+  narrowAPath,
+  otherStepsReadNarrowA,
+  otherStepsReadWideA,
+  shapePaths,
+  type FilePaths,
+} from './lib/run-plan';
 import { childFailures, once, startInfra, startService, stopLiveChildren, type Infra } from './lib/services';
 import { copySteps, importSteps, loadRows, type ShapeRun } from './steps/shape-steps';
 import { SHAPE_NAMES, SHAPES, type ShapeName } from './lib/shapes';
@@ -129,6 +137,13 @@ function parseArgs(argv: string[]) {
     /** the mixed step's earlier form: a closed loop of 32 connections through every span */
     mixedClosed: false,
     /**
+     * The shape of the file A the mixed step imports under the load. The narrow one by default: the
+     * same 25M contacts through the same phases, in half the time (its import A alone 250 s against
+     * the wide one's 447 s at 25M, bench/findings/2026-12-07-default-run-25m.md), where the step on
+     * the wide file took 24 of the default run's 148 minutes.
+     */
+    mixedShape: 'narrow' as ShapeName,
+    /**
      * The HTTP step also measures the API and the bare server as this many processes on one port
      * (1: not). Not by default: on the 2-core machines a second process added no throughput and cost
      * 15-40 % more CPU per request (bench/findings/2026-12-06-api-processes-and-cold-cluster.md),
@@ -177,7 +192,11 @@ function parseArgs(argv: string[]) {
     else if (flag === '--search-runs') opts.searchRuns = num(1);
     else if (flag === '--mixed-rate') opts.mixedRate = num(3);
     else if (flag === '--mixed-closed') opts.mixedClosed = true;
-    else if (flag === '--api-processes') opts.apiProcesses = num(1);
+    else if (flag === '--mixed-shape') {
+      const [shape, ...more] = list(SHAPE_NAMES);
+      if (more.length) throw new Error(`${flag} takes one shape; got ${[shape, ...more].join(',')}`);
+      opts.mixedShape = shape!;
+    } else if (flag === '--api-processes') opts.apiProcesses = num(1);
     else if (flag === '--http-no-limits') opts.httpNoLimits = true;
     else if (flag === '--steps') opts.steps = list(STEPS);
     else if (flag === '--shapes') opts.shapes = list(SHAPE_NAMES);
@@ -186,7 +205,8 @@ function parseArgs(argv: string[]) {
         'usage: bun run bench [-- --rows N] [--duration S] [--warmup S] [--http-rounds R] [--connections C] ' +
           `[--samples K] [--poll-ms MS] [--steps ${STEPS.join(',')}] [--shapes ${SHAPE_NAMES.join(',')}] ` +
           '[--flat-rows N] [--no-flat] [--strict] [--lean] [--citus] [--citus-workers N] [--search-runs N] ' +
-          '[--mixed-rate N] [--mixed-closed] [--api-processes N] [--http-no-limits]',
+          `[--mixed-rate N] [--mixed-closed] [--mixed-shape ${SHAPE_NAMES.join('|')}] [--api-processes N] ` +
+          '[--http-no-limits]',
       );
       process.exit(2);
     } else throw new Error(`unknown flag ${flag} (see --help)`);
@@ -233,8 +253,8 @@ async function main(): Promise<number> {
     let lean = opts.lean;
     if (!infra.config.databaseUrl) {
       const dataDir = infra.config.dataDir;
-      const eventsA = has('events') ? eventsPath(opts, dir) : undefined;
-      const plan = diskPlan(opts, paths, wideAPath, dataDir, await walOnDisk(dataDir), eventsA);
+      const narrowA = otherStepsReadNarrowA(opts) ? narrowAPath(opts, dir) : undefined;
+      const plan = diskPlan(opts, paths, wideAPath, dataDir, await walOnDisk(dataDir), narrowA);
       lean = (await checkDiskSpace(plan, log, { lean })).lean;
     }
     // The API and the bare server; with --http-no-limits the API without limits; with --api-processes
@@ -269,11 +289,12 @@ async function main(): Promise<number> {
       if (!wideA) throw new Error('no wide file A was generated for this step');
       return wideA;
     };
-    // The events step reads the narrow file A (events.ts), the narrow shape's when it runs.
+    // The events step and by default the mixed step read the narrow file A, the narrow shape's when it runs.
     const narrowRun = runs.find((r) => r.shape === 'narrow');
-    const eventsFile = !has('events')
+    const narrowA = !otherStepsReadNarrowA(opts)
       ? undefined
-      : (narrowRun?.files.a ?? (await generateCsv(eventsPath(opts, dir), opts.rows, 0, log, 'narrow')));
+      : (narrowRun?.files.a ?? (await generateCsv(narrowAPath(opts, dir), opts.rows, 0, log, 'narrow')));
+    const eventsFile = has('events') ? narrowA : undefined;
     const fileGz = has('gzip') ? await gzipFile(fileA(), log) : undefined;
     const fileClean = has('report') ? await cleanFile(fileA(), log) : undefined;
     const shapeFiles = runs.map((r) => ({ shape: r.shape, ...r.files, flat: r.flat?.files }));
@@ -281,7 +302,7 @@ async function main(): Promise<number> {
     const generated = [
       ...runs.flatMap((r) => [r.files, ...(r.flat ? [r.flat.files] : [])]).flatMap((f) => (f.b ? [f.a, f.b] : [f.a])),
       ...(wideA && !wideRun ? [wideA] : []),
-      ...(eventsFile && !narrowRun ? [eventsFile] : []),
+      ...(narrowA && !narrowRun ? [narrowA] : []),
     ];
     const runFiles = new RunFiles(lean, generated, log);
     result.shapes = runs;
@@ -404,7 +425,8 @@ async function main(): Promise<number> {
     }
     let mixed: MixedRun | undefined;
     if (has('mixed')) {
-      stepStarts('mixed');
+      stepStarts('mixed', opts.mixedShape);
+      const mixedRun = runs.find((r) => r.shape === opts.mixedShape);
       const mixedOpts = {
         ...importOpts,
         strategy: 'overwrite' as const,
@@ -414,7 +436,7 @@ async function main(): Promise<number> {
         closed: opts.mixedClosed,
         rate: opts.mixedRate || undefined,
         // The same file's import A alone earlier in the run: the time the load is judged to slow.
-        alone: wideRun?.importA && { seconds: wideRun.importA.seconds, phases: wideRun.importA.phases },
+        alone: mixedRun?.importA && { seconds: mixedRun.importA.seconds, phases: mixedRun.importA.phases },
       };
       // Nothing after needs the run's contacts: gone before the mixed step imports file A into another
       // account, which then peaks like import A alone (after A and B, 25M rows would not fit beside them).
@@ -422,7 +444,8 @@ async function main(): Promise<number> {
         const how = await dropAccountContacts(infra.sql, account.id);
         log(`[bench] mixed: the contacts of the imports before it ${how}`);
       }
-      result.mixed = mixed = await runMixed(ctx, runId, fileA(), mixedOpts, log);
+      const file = opts.mixedShape === 'wide' ? fileA() : narrowA!;
+      result.mixed = mixed = await runMixed(ctx, runId, file, mixedOpts, log);
     }
     let events: EventsRun | undefined;
     if (eventsFile) {

@@ -148,6 +148,7 @@ test("the default run at 25M rows: both shapes and their 1M runs peak at the wid
     rows: 25_000_000,
     steps: ['l1', 'dba', 'a', 'b', 'http', 'mixed'],
     shapes: ['wide', 'narrow'] as const,
+    mixedShape: 'narrow' as const,
   };
   const files = join(dir, 'none-yet');
   const paths = shapePaths({ ...opts, shapes: [...opts.shapes], flatRows: 1_000_000, citusWorkers: 0 }, files);
@@ -162,15 +163,27 @@ test("the default run at 25M rows: both shapes and their 1M runs peak at the wid
     dir,
     0,
   );
-  expect(plan.others?.map((p) => [p.shape, p.rows])).toEqual([
-    ['narrow', 25_000_000],
-    ['narrow', 1_000_000],
-    ['wide', 1_000_000],
+  // The mixed step's import of the narrow file A peaks alone, the narrow shape's part holding the file.
+  expect(plan.others?.map((p) => [p.shape, p.rows, p.files.length])).toEqual([
+    ['narrow', 25_000_000, 2],
+    ['narrow', 1_000_000, 2],
+    ['wide', 1_000_000, 2],
+    ['narrow', 25_000_000, 0],
   ]);
   const wide = 5e9;
   const filesToMake = 2 * wide + 2 * 2e9 + 2 * 200e6 + 2 * 80e6;
   expect(neededBytes(plan)).toBe(filesToMake + 12 * wide + 8e9);
   expect(neededBytes(plan, { lean: true })).toBe(12 * wide + 8e9);
+  // On the wide file A (--mixed-shape wide) it is the wide shape's import A again, after B's contacts went.
+  const onWide = diskPlan(
+    { ...opts, shapes: [...opts.shapes], mixedShape: 'wide', flatRows: 1_000_000, citusWorkers: 0 },
+    paths,
+    undefined,
+    dir,
+    0,
+  );
+  expect(onWide.others).toHaveLength(3);
+  expect(neededBytes(onWide)).toBe(neededBytes(plan));
   // --no-flat: no 1M files; at 1M rows there are none either.
   const noFlat = shapePaths({ ...opts, shapes: [...opts.shapes], flatRows: 0, citusWorkers: 0 }, files);
   expect(noFlat.every((p) => p.flat === undefined)).toBe(true);

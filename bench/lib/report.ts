@@ -11,7 +11,7 @@ import type { ImportRun } from './import-flow';
 import { fix, fmtInt, table } from './format';
 import type { HttpRow, LoadRow, Target } from './types';
 import type { ReportCostFile } from '../steps/report-cost';
-import { idleReference, phaseSeconds, type MixedRun } from '../steps/mixed';
+import { idleReference, mixedImportName, phaseSeconds, type MixedRun } from '../steps/mixed';
 import type { DatabaseRun } from '../steps/citus';
 import type { ShapeRun } from '../steps/shape-steps';
 import { SMALL_ROWS } from '../steps/small-import';
@@ -133,12 +133,12 @@ export function mixedTable(m: MixedRun): string {
   const alone = !open
     ? ''
     : m.alone
-      ? `; each phase's seconds against import A's alone earlier in the run ` +
+      ? `; each phase's seconds against ${mixedImportName(m)}'s alone earlier in the run ` +
         `(target <= ${m.timeRatioTarget} x the whole import)`
-      : '; no import A alone in this run to set its time against';
+      : `; no ${mixedImportName(m)} alone in this run to set its time against`;
   return (
     `mixed: another account's load, ${load}, idle for ${fix(m.idle.seconds, 1)} s, ` +
-    `then from the end of import A's upload ` +
+    `then from the end of ${mixedImportName(m)}'s upload ` +
     `to its success (${fix(m.whole.seconds, 1)} s; the import took ${fix(m.importSeconds, 1)} s), then idle again ` +
     `after ${fix(wait.seconds, 0)} s ${after}; ` +
     `each answer in the phase its request was sent in; p50/p99 exact, latency from each request's due time; ` +

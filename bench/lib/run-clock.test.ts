@@ -11,6 +11,7 @@ const options = (rows: number, more: Partial<TimePlanOptions> = {}): TimePlanOpt
   warmup: 2,
   httpRounds: 3,
   mixedClosed: false,
+  mixedShape: 'narrow',
   ...more,
 });
 const planOf = (o: TimePlanOptions, cached = false) =>
@@ -33,7 +34,7 @@ describe('the run plan', () => {
       'import A wide',
       'import B wide',
       'http',
-      'mixed',
+      'mixed narrow',
     ]);
   });
 
@@ -51,7 +52,7 @@ describe('the run plan', () => {
   test('plans the N-process HTTP rows 4 minutes more, and the closed-loop mixed step longer than the open loop', () => {
     const open = total(planOf(options(25_000_000), true));
     expect(total(planOf(options(25_000_000, { httpServers: 5 }), true)) - open).toBeCloseTo(3 * 3 * 2 * 13.5, 0);
-    expect(total(planOf(options(25_000_000, { mixedClosed: true }), true))).toBeGreaterThan(open + 45 * 60);
+    expect(total(planOf(options(25_000_000, { mixedClosed: true }), true))).toBeGreaterThan(open + 40 * 60);
   });
 
   test("at 1M runs pgloader on the run's own files: the HTTP step and pgloader are most of the run", () => {

@@ -48,16 +48,18 @@ export function httpSeconds(rounds: number, seconds: number, warmup: number, ser
 }
 
 /**
- * The mixed step, open loop: warm-up, the capacity run and two idle spans, the import of file A
- * under the load, the wait for autovacuum (about 4 s per 1M rows) and the checks.
+ * The mixed step, open loop: warm-up, the capacity run and two idle spans, the import of its shape's
+ * file A under the load, the wait for autovacuum (about 4 s per 1M rows) and the checks.
  */
-export function mixedSeconds(rows: number, seconds: number, warmup: number, closed: boolean): number {
-  // Import A's time under the load over its time alone. The closed loop: 12-15 × at 25M (the 2-hour
-  // mixed step). The open loop at half the capacity: 3.6-4.5 × at 1M on a quiet machine, its pieces
-  // resting in proportion to the load's share of the capacity (bench/findings/2026-12-06-pacing-by-harm.md),
-  // not the step's target of 1.5 ×.
-  const importFactor = closed ? 13 : 4;
-  return warmup + 3 * seconds + (COST['import A']!.wide * rows * importFactor) / 1e6 + (4 * rows) / 1e6 + 30;
+export function mixedSeconds(rows: number, seconds: number, warmup: number, closed: boolean, shape: ShapeName): number {
+  // Import A under the load against alone. The closed loop: 12-15 × at 25M (the 2-hour mixed step).
+  // The open loop at half the capacity, its pieces resting in proportion to the load's share of the
+  // capacity (bench/findings/2026-12-06-pacing-by-harm.md), not the step's target of 1.5 ×: 2.52 × at
+  // 25M (bench/findings/2026-12-07-default-run-25m.md), 3.6-5.7 × at 1M (the same finding, and
+  // 2026-12-07-default-run-1m.md): 2.5 × and about a minute.
+  const alone = (COST['import A']![shape] * rows) / 1e6;
+  const underLoad = closed ? 13 * alone : 2.5 * alone + 60;
+  return warmup + 3 * seconds + underLoad + (4 * rows) / 1e6 + 30;
 }
 
 /** One step's estimated seconds at `rows` on `shape`; 0 for a step the table does not know. */
@@ -197,6 +199,7 @@ export interface TimePlanOptions {
   warmup: number;
   httpRounds: number;
   mixedClosed: boolean;
+  mixedShape: ShapeName;
   /**
    * servers the HTTP step measures each kind against: 2, 3 with --http-no-limits, 2 more with the
    * N-process pair (--api-processes N > 1)
@@ -265,8 +268,9 @@ export function timePlan(opts: TimePlanOptions, paths: readonly ShapePaths[], ca
   if (has('mixed'))
     plan.push({
       name: 'mixed',
+      shape: opts.mixedShape,
       rows: opts.rows,
-      seconds: mixedSeconds(opts.rows, opts.duration, opts.warmup, opts.mixedClosed),
+      seconds: mixedSeconds(opts.rows, opts.duration, opts.warmup, opts.mixedClosed, opts.mixedShape),
     });
   return plan;
 }

@@ -15,6 +15,8 @@ export interface PlanOptions {
   /** rows of the flatness check's small files (flat.ts), when the run has more; 0: no check */
   flatRows: number;
   citusWorkers: number;
+  /** the shape of the file the mixed step imports (bench/index.ts says why narrow by default) */
+  mixedShape: ShapeName;
 }
 
 export interface FilePaths {
@@ -42,20 +44,32 @@ export function shapePaths(opts: PlanOptions, dir: string): ShapePaths[] {
   });
 }
 
-/** The events step's file, whatever `--shapes` says: the narrow file A (bench/steps/events.ts says why). */
-export const eventsPath = (opts: PlanOptions, dir: string): string => join(dir, SHAPES.narrow.fileName(opts.rows, 0));
+/**
+ * The narrow file A, which the events step reads whatever `--shapes` says (bench/steps/events.ts says
+ * why), and the mixed step by default.
+ */
+export const narrowAPath = (opts: PlanOptions, dir: string): string => join(dir, SHAPES.narrow.fileName(opts.rows, 0));
+
+/** Whether the mixed step runs on the narrow file A (the default) rather than the wide one. */
+const mixedOnNarrow = (opts: PlanOptions) => opts.steps.includes('mixed') && opts.mixedShape === 'narrow';
+
+/** Whether a step after the shapes' imports reads the narrow file A: the events step, the mixed step on it. */
+export const otherStepsReadNarrowA = (opts: PlanOptions): boolean =>
+  opts.steps.includes('events') || mixedOnNarrow(opts);
 
 /** The steps that read the wide file A whatever `--shapes` says (the cluster's side too). */
 export function otherStepsReadWideA(opts: PlanOptions): boolean {
   const has = (s: string) => opts.steps.includes(s);
-  return has('profile') || has('gzip') || has('report') || has('fair') || has('mixed') || opts.citusWorkers > 0;
+  const mixed = has('mixed') && opts.mixedShape === 'wide';
+  return has('profile') || has('gzip') || has('report') || has('fair') || mixed || opts.citusWorkers > 0;
 }
 
 /**
  * The disk plan of the run: the wide shape's part at the run's rows (with the steps after it), and
  * as parts of their own the narrow shape's steps and every shape's small runs (shape-steps.ts: each
- * starts from an empty contacts table and drops its contacts after), and the events step's imports
- * of the narrow file A (`eventsA`; after the run's contacts were dropped, each import's dropped after it).
+ * starts from an empty contacts table and drops its contacts after), and the imports of the narrow
+ * file A by the events step and by default the mixed step (`narrowA`; after the run's contacts were
+ * dropped, each import's dropped after it).
  */
 export function diskPlan(
   opts: PlanOptions,
@@ -63,7 +77,7 @@ export function diskPlan(
   wideA: string | undefined,
   dataDir: string,
   walOnDisk: number,
-  eventsA?: string,
+  narrowA?: string,
 ): DiskPlan {
   const has = (s: string) => opts.steps.includes(s);
   const wide = shapes.find((s) => s.shape === 'wide');
@@ -74,9 +88,10 @@ export function diskPlan(
   const wideImportA = !!wide && (has('a') || peer);
   // gzip, report or fair after A: A's contacts stay while a second import of A, into another
   // account, peaks (the report step deletes each of its runs' contacts before the next). The mixed
-  // step drops them first: its import peaks like import A alone.
+  // step drops them first: its import peaks like import A alone, of its own shape's file.
   const secondImport = !!wide && has('a') && (has('gzip') || has('report') || has('fair'));
-  const importA = wideImportA || has('gzip') || has('report') || has('fair') || has('mixed');
+  const mixedWide = has('mixed') && !mixedOnNarrow(opts);
+  const importA = wideImportA || has('gzip') || has('report') || has('fair') || mixedWide;
   // Import B, and the dba step's statement for file B, load B over A's contacts.
   const importB = !!wide && has('b');
   const part = (shape: ShapeName, rows: number, p: FilePaths): DiskPart => ({
@@ -90,10 +105,11 @@ export function diskPlan(
     ...(s.shape === 'wide' ? [] : [part(s.shape, opts.rows, s)]),
     ...(s.flat ? [part(s.shape, opts.flatRows, s.flat)] : []),
   ]);
-  if (has('events') && eventsA) {
+  if (otherStepsReadNarrowA(opts)) {
     // One narrow import A at a time: its peak (the narrow shape's part, when planned, holds the file).
     const planned = shapes.some((s) => s.shape === 'narrow');
-    others.push({ shape: 'narrow', rows: opts.rows, files: planned ? [] : [eventsA], importA: true, importB: false });
+    const files = planned || !narrowA ? [] : [narrowA];
+    others.push({ shape: 'narrow', rows: opts.rows, files, importA: true, importB: false });
   }
   const derived = has('report') && files[0] ? [cleanPath(files[0])] : [];
   return { dataDir, rows: opts.rows, files, derived, importA, importB, secondImport, others, walOnDisk };

@@ -2,7 +2,7 @@
 import { GET_P99_MS } from '../steps/http';
 import type { ImportRun } from './import-flow';
 import type { HttpRow, LoadRow, Target } from './types';
-import { idleReference, type MixedRun } from '../steps/mixed';
+import { idleReference, mixedImportName, type MixedRun } from '../steps/mixed';
 import type { ReportCostFile } from '../steps/report-cost';
 import { SHAPES } from './shapes';
 import type { ShapeRun } from '../steps/shape-steps';
@@ -111,15 +111,16 @@ export function reportCostTargets(files: ReportCostFile[]): Target[] {
 }
 
 /**
- * The mixed step: in each judged phase of import A, each kind's p99 (and with the open loop its p50)
+ * The mixed step: in each judged phase of its import A, each kind's p99 (and with the open loop its p50)
  * against its idle reference (the mean of the idle spans before and after the import:
  * idleReference). A phase with fewer answers of a kind than the run's minimum (or one the 100 ms
  * sample never saw) is listed as not judged, so its absence is seen; its errors and non-2xx answers
- * still count. With the open loop, the import's time under the load against import A's alone in the
- * same run (not judged when the run had no import A of the wide shape).
+ * still count. With the open loop, the import's time under the load against its shape's import A
+ * alone in the same run (not judged when the run had none).
  */
 export function mixedTargets(m: MixedRun): Target[] {
   const n = (x: number) => x.toLocaleString('en-US');
+  const imported = mixedImportName(m);
   const figures = m.loop === 'open' ? (['p50', 'p99'] as const) : (['p99'] as const);
   const latency = m.phases
     .filter((p) => p.judged)
@@ -128,7 +129,7 @@ export function mixedTargets(m: MixedRun): Target[] {
         figures.map((figure) => {
           const idle = idleReference(m, i, figure);
           const clean = k.errors === 0 && k.non2xx === 0;
-          const about = `mixed ${k.scenario} ${figure} in import A's ${p.name} vs idle`;
+          const about = `mixed ${k.scenario} ${figure} in ${imported}'s ${p.name} vs idle`;
           const target = `<= ${m.p99RatioTarget} x, 0 errors, 0 non-2xx`;
           const value = k[figure];
           if (k.requests < m.minRequests || value === undefined || !Number.isFinite(idle))
@@ -150,7 +151,7 @@ export function mixedTargets(m: MixedRun): Target[] {
       ),
     );
   if (m.timeRatioTarget === undefined) return latency;
-  const name = "mixed import A's time under the load vs alone";
+  const name = `mixed ${imported}'s time under the load vs alone`;
   const target = `<= ${m.timeRatioTarget} x`;
   const time: Target = m.alone
     ? {
@@ -161,7 +162,7 @@ export function mixedTargets(m: MixedRun): Target[] {
       }
     : {
         name,
-        value: `${m.importSeconds.toFixed(1)} s (no import A alone in this run)`,
+        value: `${m.importSeconds.toFixed(1)} s (no ${imported} alone in this run)`,
         target,
         pass: true,
         judged: false,

@@ -110,6 +110,7 @@ function mergeOnlyCharts(m: MergeOnlyMixed): Chart[] {
 export function mixedCharts(m: MixedData | MergeOnlyMixed): Chart[] {
   if ('merging' in m) return mergeOnlyCharts(m);
   const kinds = m.idle.kinds.map((k) => k.scenario);
+  const shapeNote = m.shape && m.shape !== 'wide' ? ` (${m.shape})` : '';
   const series = m.series;
   let t = 0;
   // An older run has each phase's seconds only, laid end to end in the order the step lists them.
@@ -127,7 +128,7 @@ export function mixedCharts(m: MixedData | MergeOnlyMixed): Chart[] {
       : ['This run recorded no 10 s windows: each point is a whole phase’s p50 or p99 (the phase-latency table).'];
     if (!m.idleAfter) notes.push('Idle after the import: not recorded by this run; the band is the idle span before.');
     return latencyChart({
-      title: `mixed: another account’s ${scenario} while import A runs`,
+      title: `mixed: another account’s ${scenario} while import A${shapeNote} runs`,
       segments,
       phases,
       idle: { before: kind(m.idle)?.p99, after: kind(m.idleAfter)?.p99 },

@@ -66,6 +66,8 @@ export interface MixedSpan {
 }
 
 export interface MixedData {
+  /** the imported file's shape (absent: wide, as every run before `--mixed-shape`) */
+  shape?: string;
   idle: MixedSpan;
   idleAfter?: MixedSpan;
   phases: MixedSpan[];

@@ -2,7 +2,8 @@
  * Step `mixed`: what an import does to the API of other accounts on the same machine. GET, POST and
  * PATCH load on one account, the three at once, from the end of the PUT of import A of file A into
  * another, fresh account until that import is `success`, judged against idle spans at the same load
- * before and after it.
+ * before and after it. File A is the narrow shape's by default (`--mixed-shape`, bench/index.ts says
+ * why); its import alone earlier in the run is the time the load is judged to slow.
  *
  * By default the load is open loop at a fixed rate (lib/open-loop.ts): first a closed-loop run of
  * `--duration` seconds (autocannon, 32 connections) measures what the API serves idle, its
@@ -39,6 +40,7 @@ import { contactPool } from '../lib/baseline';
 import { checkImport } from '../lib/verify';
 import { checkLoad, CONNECTIONS, KINDS, SERIES_SECONDS, startLoad, type Load } from '../lib/mixed-load';
 import { splitRate } from '../lib/open-loop';
+import { shapeOf, SHAPES, type ShapeName } from '../lib/shapes';
 
 /** The issue's target: an import leaves the other account's p99 (and p50) at most this many times idle. */
 const P99_RATIO_TARGET = 2;
@@ -75,6 +77,8 @@ export interface MixedSpan {
 }
 
 export interface MixedRun {
+  /** the shape of the file imported under the load (absent in runs before it could be other than wide) */
+  shape?: ShapeName;
   /** `open`: a fixed rate per kind (the default); `closed`: 32 connections as fast as answered */
   loop?: 'open' | 'closed';
   /** open loop: the closed-loop run idle that measured what the API serves */
@@ -125,7 +129,7 @@ export interface MixedOptions extends ImportOptions {
   closed?: boolean;
   /** req/s in all, split as the capacity run's kinds; absent: CAPACITY_SHARE of each kind's capacity */
   rate?: number;
-  /** import A of the same file alone earlier in the run, for the time ratio */
+  /** import A of the same file (its shape's) alone earlier in the run, for the time ratio */
   alone?: { seconds: number; phases: PhaseSpan[] };
 }
 
@@ -176,9 +180,11 @@ export async function runMixed(
   }
   const idle = await idleSpan('idle');
 
-  const importer = await createBenchAccount(ctx.sql, `${runId} mixed import`);
+  const shape = shapeOf(file);
+  const importer = await createBenchAccount(ctx.sql, `${runId} mixed import`, shape);
+  const importName = shape.label('import A');
   try {
-    log('[mixed] import A into another account: the same load from the end of its upload until success');
+    log(`[mixed] ${importName} into another account: the same load from the end of its upload until success`);
     const tag = `mixed-${runId}-import`;
     let timeline: PhaseTimeline | undefined;
     let busy: Load | undefined;
@@ -194,7 +200,7 @@ export async function runMixed(
     };
     let run;
     try {
-      run = await runImportFlow(ctx, importer, file, 'mixed import A', { ...opts, onPhase });
+      run = await runImportFlow(ctx, importer, file, `mixed ${importName}`, { ...opts, onPhase });
       // The flow may end on the API's `success` before its 100 ms sample saw it: closes the last phase.
       timeline!.mark('success', performance.now());
     } finally {
@@ -210,7 +216,7 @@ export async function runMixed(
     log(`[mixed] the import's pages written out (CHECKPOINT, the kernel's dirty pages) in ${written.toFixed(1)} s`);
     const idleAfter = await idleSpan('idle after');
     await checkImport(ctx, importer, file, run.view, {
-      label: 'mixed import A',
+      label: `mixed ${importName}`,
       mode: 'added',
       variants: [0],
       samples: opts.samples,
@@ -230,8 +236,9 @@ export async function runMixed(
       kinds: busy!.kinds.map((k) => ({ scenario: k.scenario, windows: k.series!.windows().slice(0, windowCount) })),
     };
     const vsAlone = opts.alone ? ` (${(run.seconds / opts.alone.seconds).toFixed(2)} x alone)` : '';
-    log(`[mixed] import A verified: ${run.seconds.toFixed(1)} s under the load${vsAlone}`);
+    log(`[mixed] ${importName} verified: ${run.seconds.toFixed(1)} s under the load${vsAlone}`);
     return {
+      shape: shape.name,
       loop: opts.closed ? 'closed' : 'open',
       capacity,
       rates: rates && { perKind: rates, fromFlag: opts.rate !== undefined },
@@ -304,6 +311,9 @@ export function idleReference(m: MixedRun, kind: number, figure: 'p99' | 'p50' =
   const [before, after] = [m.idle.kinds[kind]!, m.idleAfter.kinds[kind]!];
   return figure === 'p99' ? bracketP99(before, after) : ((before.p50 ?? NaN) + (after.p50 ?? NaN)) / 2;
 }
+
+/** The import under the load as the tables name it: `import A`, `import A (narrow)`. */
+export const mixedImportName = (m: Pick<MixedRun, 'shape'>): string => SHAPES[m.shape ?? 'wide'].label('import A');
 
 /** A phase's seconds alone (import A earlier in the run) and under the load, when both are known. */
 export function phaseSeconds(m: MixedRun, phase: string): { loaded?: number; alone?: number } {
