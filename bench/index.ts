@@ -23,7 +23,7 @@ import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { abandonOpenBenchImports, createBenchAccount, dropAccountContacts } from './lib/account';
 import { checkDiskSpace, walOnDisk } from './lib/disk';
-import { RunFiles } from './lib/files';
+import { RunFiles, type Keep } from './lib/files';
 import { fairLine, fairTargets, runFair, type FairRun } from './steps/fair';
 import { FLAT_ROWS, flatRows, flatTable, flatTargets } from './steps/flat';
 import { onProgress, sizeLabel } from './lib/format';
@@ -250,12 +250,12 @@ async function main(): Promise<number> {
     const widePath = join(dir, SHAPES.wide.fileName(opts.rows, 0));
     const wideAPath = paths.some((p) => p.shape === 'wide') || otherStepsReadWideA(opts) ? widePath : undefined;
     // Only the embedded cluster keeps its data (and the uploaded objects) in the data directory.
-    let lean = opts.lean;
+    let disk: { lean: boolean; keep: Keep } = { lean: opts.lean, keep: opts.lean ? 'none' : 'all' };
     if (!infra.config.databaseUrl) {
       const dataDir = infra.config.dataDir;
       const narrowA = otherStepsReadNarrowA(opts) ? narrowAPath(opts, dir) : undefined;
       const plan = diskPlan(opts, paths, wideAPath, dataDir, await walOnDisk(dataDir), narrowA);
-      lean = (await checkDiskSpace(plan, log, { lean })).lean;
+      disk = await checkDiskSpace(plan, log, { lean: opts.lean });
     }
     // The API and the bare server; with --http-no-limits the API without limits; with --api-processes
     // N > 1 the N-process API and bare server too (lib/process-groups.ts).
@@ -298,13 +298,14 @@ async function main(): Promise<number> {
     const fileGz = has('gzip') ? await gzipFile(fileA(), log) : undefined;
     const fileClean = has('report') ? await cleanFile(fileA(), log) : undefined;
     const shapeFiles = runs.map((r) => ({ shape: r.shape, ...r.files, flat: r.flat?.files }));
-    result.files = { shapes: shapeFiles, wideA, gzip: fileGz, clean: fileClean, lean };
+    const kept = disk.keep === 'all' || disk.keep === 'none' ? disk.keep : [...disk.keep];
+    result.files = { shapes: shapeFiles, wideA, gzip: fileGz, clean: fileClean, lean: disk.lean, kept };
     const generated = [
       ...runs.flatMap((r) => [r.files, ...(r.flat ? [r.flat.files] : [])]).flatMap((f) => (f.b ? [f.a, f.b] : [f.a])),
       ...(wideA && !wideRun ? [wideA] : []),
       ...(narrowA && !narrowRun ? [narrowA] : []),
     ];
-    const runFiles = new RunFiles(lean, generated, log);
+    const runFiles = new RunFiles(disk.keep, generated, log);
     result.shapes = runs;
 
     const copied = { l1: has('l1'), dba: has('dba'), pgloader: has('pgloader') };

@@ -4,7 +4,7 @@ import { afterAll, expect, test } from 'bun:test';
 import { mkdir, rm, statfs, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import { checkDiskSpace, neededBytes, walOnDisk } from './disk';
+import { checkDiskSpace, keptFiles, neededBytes, walOnDisk } from './disk';
 import { diskPlan, shapePaths } from './run-plan';
 
 const dir = join(tmpdir(), `bench-disk-${process.pid}`);
@@ -43,7 +43,7 @@ test('the peak: 12 × the file and WAL with import B, 7.5 × with A alone, + fil
   );
   // Lean (each file deleted after its read): the files already on disk come back before the peak,
   // and none is generated beside it.
-  expect(neededBytes({ dataDir: dir, rows, files: [a, b], importA: true, importB: true }, { lean: true })).toBe(
+  expect(neededBytes({ dataDir: dir, rows, files: [a, b], importA: true, importB: true }, 'none')).toBe(
     12 * file + 8e9 - file,
   );
   // The report step's clean file is kept whatever the disk.
@@ -51,7 +51,7 @@ test('the peak: 12 × the file and WAL with import B, 7.5 × with A alone, + fil
   expect(
     neededBytes(
       { dataDir: dir, rows, files: [a], derived: [clean], importA: true, importB: false, secondImport: true },
-      { lean: true },
+      'none',
     ),
   ).toBe(file + 13 * file + 8e9 - file);
 });
@@ -67,11 +67,11 @@ test('a run that cannot fit stops before it starts, saying how much it needs and
     await checkDiskSpace({ dataDir: dir, rows: 1000, files: [], importA: false, importB: false }, (m) =>
       logged.push(m),
     ),
-  ).toEqual({ lean: false });
+  ).toEqual({ lean: false, keep: 'all' });
   expect(logged.at(-1)).toMatch(/needs about 0\.0 GB free/);
 });
 
-test('a run whose files do not fit beside its data is lean: it deletes each after its read', async () => {
+test('files that do not all fit beside the data: the run keeps those that fit, deletes the others', async () => {
   await mkdir(dir, { recursive: true });
   const fs = await statfs(dir);
   const free = fs.bavail * fs.bsize;
@@ -89,10 +89,17 @@ test('a run whose files do not fit beside its data is lean: it deletes each afte
     walBytes: 0,
   };
   expect(neededBytes(plan)).toBe(13 * rows * 200);
-  expect(neededBytes(plan, { lean: true })).toBe(11 * rows * 200);
+  expect(neededBytes(plan, 'none')).toBe(11 * rows * 200);
+  // Keeping file A (on disk already) and deleting B after its read: 12, which fits.
+  expect(neededBytes(plan, new Set([a]))).toBe(12 * rows * 200);
   const logged: string[] = [];
-  expect(await checkDiskSpace(plan, (m) => logged.push(m))).toEqual({ lean: true });
-  expect(logged.at(-1)).toMatch(/with each deleted after its read; [\d.]+ GB are free: deleting them/);
+  expect(await checkDiskSpace(plan, (m) => logged.push(m))).toEqual({ lean: true, keep: new Set([a]) });
+  expect(logged.at(-1)).toMatch(
+    /, [\d.]+ GB with none kept; [\d.]+ GB are free: keeping a-on-disk\.csv \([\d.]+ GB\) and deleting the others/,
+  );
+  // --lean keeps none.
+  expect(await checkDiskSpace(plan, (m) => logged.push(m), { lean: true })).toEqual({ lean: true, keep: 'none' });
+  expect(logged.at(-1)).toMatch(/: deleting each after its read \(--lean\)$/);
   // A bigger file does not fit, even lean.
   await expect(checkDiskSpace({ ...plan, rows: rows * 2 }, (m) => logged.push(m))).rejects.toThrow(
     /not enough disk space/,
@@ -128,7 +135,7 @@ test('the narrow shape and the 1M runs are parts of their own: peaks beside the 
   const plan = { dataDir: dir, rows, files: [a, missing('b')], importA: true, importB: true, others: [narrowPart] };
   expect(neededBytes(plan)).toBe(wide + 2 * narrow + 12 * wide + 8e9);
   // Lean: the file on disk comes back before the peak; the others' are made and deleted one at a time.
-  expect(neededBytes(plan, { lean: true })).toBe(12 * wide + 8e9 - wide);
+  expect(neededBytes(plan, 'none')).toBe(12 * wide + 8e9 - wide);
   // Alone (`--shapes narrow`), the narrow shape's peak is the run's: 20 × its file B, 12 × with A alone.
   const alone = { dataDir: dir, rows, files: [], importA: false, importB: false, others: [narrowPart] };
   expect(neededBytes(alone)).toBe(2 * narrow + 20 * narrow + 8e9);
@@ -173,7 +180,18 @@ test("the default run at 25M rows: both shapes and their 1M runs peak at the wid
   const wide = 5e9;
   const filesToMake = 2 * wide + 2 * 2e9 + 2 * 200e6 + 2 * 80e6;
   expect(neededBytes(plan)).toBe(filesToMake + 12 * wide + 8e9);
-  expect(neededBytes(plan, { lean: true })).toBe(12 * wide + 8e9);
+  expect(neededBytes(plan, 'none')).toBe(12 * wide + 8e9);
+  // With 75 GB free (as on the machine of bench/findings/2026-12-07-default-run-25m.md) it keeps the
+  // small files and the narrow ones, and generates the wide ones again for each step that reads them.
+  expect([...keptFiles(plan, 75e9)].map((p) => basename(p))).toEqual([
+    'contacts-1000000-narrow-a.csv',
+    'contacts-1000000-narrow-b.csv',
+    'contacts-1000000-a.csv',
+    'contacts-1000000-b.csv',
+    'contacts-25000000-narrow-a.csv',
+    'contacts-25000000-narrow-b.csv',
+  ]);
+  expect(neededBytes(plan, keptFiles(plan, 75e9))).toBe(12 * wide + 8e9 + 2 * 80e6 + 2 * 200e6 + 2 * 2e9);
   // On the wide file A (--mixed-shape wide) it is the wide shape's import A again, after B's contacts went.
   const onWide = diskPlan(
     { ...opts, shapes: [...opts.shapes], mixedShape: 'wide', flatRows: 1_000_000, citusWorkers: 0 },

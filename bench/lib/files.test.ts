@@ -15,7 +15,7 @@ test('lean: a file read is deleted with its meta, and made again byte for byte w
   const a = await generateCsv(join(dir, 'contacts-3000-a.csv'), 3000, 0, () => {});
   const text = await Bun.file(a.path).text();
   const logged: string[] = [];
-  const files = new RunFiles(true, [a], (m) => logged.push(m));
+  const files = new RunFiles('none', [a], (m) => logged.push(m));
   await files.read(a);
   expect(existsSync(a.path)).toBe(false);
   expect(existsSync(`${a.path}.meta.json`)).toBe(false);
@@ -29,14 +29,26 @@ test('lean: a file read is deleted with its meta, and made again byte for byte w
 
 test('kept: nothing is deleted; files made from the generated ones are never deleted', async () => {
   const a = await generateCsv(join(dir, 'contacts-2000-a.csv'), 2000, 0, () => {});
-  await new RunFiles(false, [a], () => {}).read(a);
+  await new RunFiles('all', [a], () => {}).read(a);
   expect(existsSync(a.path)).toBe(true);
   const derived = { ...a, path: join(dir, 'derived.csv') };
   await Bun.write(derived.path, 'x');
-  const lean = new RunFiles(true, [a], () => {});
+  const lean = new RunFiles('none', [a], () => {});
   await lean.read(derived);
   await lean.ready(derived);
   expect(await Bun.file(derived.path).text()).toBe('x');
+});
+
+test('partly kept: a listed file stays after its read, another is deleted and made again', async () => {
+  const [a, b] = await Promise.all(
+    [0, 1].map((v) => generateCsv(join(dir, `contacts-1500-${v ? 'b' : 'a'}.csv`), 1500, v, () => {})),
+  );
+  const files = new RunFiles(new Set([a!.path]), [a!, b!], () => {});
+  await files.read(a!);
+  await files.read(b!);
+  expect([existsSync(a!.path), existsSync(b!.path)]).toEqual([true, false]);
+  await files.ready(b!);
+  expect(existsSync(b!.path)).toBe(true);
 });
 
 test('made in child processes, two at once: the same bytes and meta as in this process, then reused', async () => {

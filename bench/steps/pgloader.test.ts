@@ -42,7 +42,7 @@ describe('the pgloader step', () => {
     for (const shape of ['wide', 'narrow'] as const) {
       const files = await filesOf(shape);
       const infra = { sql: db.sql, databaseUrl: db.url, logDir: dir };
-      const run = await runPgloader(infra, 'test', files, new RunFiles(false, [], silent), silent);
+      const run = await runPgloader(infra, 'test', files, new RunFiles('all', [], silent), silent);
       expect(run.shape).toBe(shape);
       expect(run.a.upserted).toBe(files.a.normal);
       expect(run.b?.upserted).toBe(files.b.normal);
@@ -62,7 +62,7 @@ describe('the pgloader step', () => {
       url: db.url,
       bin: await pgloaderBinary(silent),
       dir,
-      runFiles: new RunFiles(false, [], silent),
+      runFiles: new RunFiles('all', [], silent),
       probes: await databaseProbes(db.url),
       log: silent,
     };
