@@ -25,18 +25,18 @@ export interface PlannedStep {
 /**
  * Seconds per 1M rows and fixed seconds of each step, verification included, on the project's
  * 2-core machines when quiet. Imports: the 25M runs of bench/findings/2026-12-06-search-25m.md
- * (A 542 / 293 s, B 792 / 483 s, wide / narrow); dba: both files' COPY + upsert at 25M and 1M
- * (bench/findings/2026-12-07-default-run-25m.md: 1,253 s narrow; 2,946 s wide, of which file B's
- * 1,786 s paid the tallies' per-row trigger: without it B took 1.20 × its A at 1M,
- * bench/findings/2026-12-07-default-run-1m.md, so about 1,850 s wide at 25M); pgloader ~11k rows/s
- * (bench/findings/2026-12-06-pgloader-peer-1m.md); the fixed parts from
- * bench/findings/2026-12-06-open-loop-mixed-1m.md's 1M run.
+ * (A 542 / 293 s, B 792 / 483 s, wide / narrow); dba: both files' COPY + upsert at 25M and 1M with
+ * the step's checks (bench/findings/2026-12-07-default-run-25m.md: 1,253 s narrow; wide: 2,946 s
+ * while file B paid the tallies' per-row trigger, and without it B 1.15 × its A at 25M,
+ * bench/findings/2026-12-07-dba-wide-25m.md: about 2,000 s); pgloader on the 1M files: 82-95 s
+ * narrow, 165-185 s wide (the two 2026-12-07 default runs and 2026-12-07-mixed-on-narrow.md);
+ * the fixed parts from bench/findings/2026-12-06-open-loop-mixed-1m.md's 1M run.
  */
 const COST: Record<string, { wide: number; narrow: number; fixed: number }> = {
   generate: { wide: 2.6, narrow: 1.2, fixed: 0 },
   l1: { wide: 2.2, narrow: 1.0, fixed: 2 },
-  dba: { wide: 71, narrow: 48, fixed: 10 },
-  pgloader: { wide: 190, narrow: 170, fixed: 10 },
+  dba: { wide: 77, narrow: 48, fixed: 10 },
+  pgloader: { wide: 170, narrow: 80, fixed: 10 },
   'import A': { wide: 22, narrow: 12, fixed: 8 },
   'import B': { wide: 32, narrow: 20, fixed: 8 },
   search: { wide: 60, narrow: 40, fixed: 60 },
