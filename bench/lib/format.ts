@@ -17,8 +17,9 @@ export class Progress {
     private readonly unit: string,
   ) {}
 
-  update(done: number, note = ''): void {
-    progressSink?.(this.total > 0 ? Math.min(1, done / this.total) : 0);
+  /** `stepFraction`: the step's progress when it is not this line's (an import's phases, import-flow.ts). */
+  update(done: number, note = '', stepFraction?: number): void {
+    progressSink?.(stepFraction ?? (this.total > 0 ? Math.min(1, done / this.total) : 0));
     const pct = this.total > 0 ? Math.floor((done / this.total) * 100) : 0;
     const now = performance.now();
     if (pct < this.lastPct + 5 && now - this.lastAt < 5000) return;
@@ -30,11 +31,11 @@ export class Progress {
     );
   }
 
-  done(note = ''): void {
+  done(note = '', stepFraction?: number): void {
     if (this.lastPct === 100 && !note) return;
     this.lastPct = -100;
     this.lastAt = 0;
-    this.update(this.total, note);
+    this.update(this.total, note, stepFraction);
   }
 }
 

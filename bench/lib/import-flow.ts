@@ -162,6 +162,25 @@ async function api<T>(
   return { status: res.status, body: (text ? JSON.parse(text) : undefined) as T };
 }
 
+/**
+ * Where an import step is, as a share of its time, for the run's progress line and ETA
+ * (lib/run-clock.ts): the upload, then the read by how far into the file the worker is, the dedupe
+ * (no progress of its own: held at its start), the merge by the rows merged. The shares are the
+ * phases' at 25M rows, both files and shapes (bench/findings/2026-12-07-default-run-25m.md: read
+ * 24-38 %, dedupe 16-25 %, merge 41-57 %; the upload a few seconds of minutes). The import's own line
+ * shows its percentComplete, which counts merged rows only: 0 through the read and the dedupe.
+ */
+const STEP_SHARE = { upload: 0.03, read: 0.32, dedupe: 0.2 };
+export function importStepFraction(phase: string, fileRead: number, merged: number): number {
+  const { upload, read, dedupe } = STEP_SHARE;
+  if (phase === 'upload') return upload * fileRead;
+  if (phase === 'read') return upload + read * fileRead;
+  if (phase === 'dedupe') return upload + read;
+  if (phase === 'merge') return upload + read + dedupe + (1 - upload - read - dedupe) * merged;
+  if (phase === 'finish' || phase === 'success') return 1;
+  return upload; // queued, starting
+}
+
 /** PUT with a Content-Length (as S3 requires), streamed from disk with a progress line. */
 async function upload(url: string, file: FileMeta, label: string): Promise<void> {
   const progress = new Progress(`${label} upload`, Math.round(file.bytes / 1e6), 'MB');
@@ -169,7 +188,7 @@ async function upload(url: string, file: FileMeta, label: string): Promise<void>
   const counter = new Transform({
     transform(chunk: Buffer, _enc, done) {
       sent += chunk.length;
-      progress.update(Math.round(sent / 1e6));
+      progress.update(Math.round(sent / 1e6), '', importStepFraction('upload', sent / file.bytes, 0));
       done(null, chunk);
     },
   });
@@ -192,7 +211,7 @@ async function upload(url: string, file: FileMeta, label: string): Promise<void>
   await pipeline(createReadStream(file.path, { highWaterMark: 1 << 20 }), counter, req);
   const { status, text } = await answered;
   if (status < 200 || status > 299) throw new Error(`upload refused: ${status} ${text.slice(0, 300)}`);
-  progress.done();
+  progress.done('', importStepFraction('upload', 1, 0));
 }
 
 export async function runImportFlow(
@@ -288,7 +307,9 @@ export async function runImportFlow(
       // percentComplete counts merged rows: during read, how far the worker is into the file says more.
       const offset = phase === 'read' ? await readOffset(ctx.workerPid, id) : undefined;
       const into = offset === undefined ? '' : ` (${Math.floor((100 * offset) / file.bytes)}% of the file read)`;
-      progress.update(view.percentComplete ?? 0, `${view.status}${phase !== view.status ? ` / ${phase}` : ''}${into}`);
+      const percent = view.percentComplete ?? 0;
+      const step = importStepFraction(phase, offset === undefined ? 0 : offset / file.bytes, percent / 100);
+      progress.update(percent, `${view.status}${phase !== view.status ? ` / ${phase}` : ''}${into}`, step);
     }
     if (performance.now() > deadline)
       throw new Error(`${label}: import ${id} not final after ${opts.timeoutSeconds} s (status ${view?.status})`);
