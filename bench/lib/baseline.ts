@@ -5,12 +5,11 @@
 import type { Sql } from '../../src/db';
 import { freePort } from '../../src/embedded';
 import type { BenchAccount } from './account';
-import { md5Hex, rowAt, sampleNormalRows } from './dataset';
+import { md5Hex, md5Uuid, rowAt, sampleNormalRows } from './dataset';
 import { spawnChild, stopChild, waitHealthy, type Infra } from './services';
 import type { HttpTarget, PoolContact } from './types';
 
 const POOL_SIZE = 5000;
-const toUuid = (md5: string) => md5.replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, '$1-$2-$3-$4-$5');
 
 /**
  * Contacts the HTTP step reads and patches: imported ones when import A ran (`rows` > 0), otherwise
@@ -24,7 +23,7 @@ export async function contactPool(sql: Sql, account: BenchAccount, rows: number)
       const r = rowAt(i, 0);
       return {
         account_id: account.id,
-        email_md5: toUuid(md5Hex(r.email)),
+        email_md5: md5Uuid(md5Hex(r.email)),
         email: r.email,
         attributes: r.attributes,
         first_source: 'import',

@@ -133,6 +133,9 @@ export function normalEmail(i: number): string {
 
 export const md5Hex = (email: string) => createHash('md5').update(email.trim().toLowerCase()).digest('hex');
 
+/** An md5 in hex as the contacts' `email_md5` column holds it: a uuid. */
+export const md5Uuid = (md5: string) => md5.replace(/^(.{8})(.{4})(.{4})(.{4})(.{12})$/, '$1-$2-$3-$4-$5');
+
 function pick<T>(list: readonly T[], i: number, salt: number, variant: number): T {
   return list[(hash(i, salt) + variant * 3) % list.length]!;
 }
