@@ -52,6 +52,28 @@ test('alone in both tables: a truncate, which leaves the tables empty', async ()
   expect(Number((await db.sql`select count(*) as n from brand_subscribe_events`)[0]!.n)).toBe(0);
 });
 
+test("a step's accounts together: a truncate when they hold every row, else a delete of theirs only", async () => {
+  // Accounts with chosen ids, so that another account's rows sit before, between and after the two.
+  const id = (lead: number) => `${lead}0000000-0000-4000-8000-000000000000`;
+  for (const lead of [1, 2, 3, 4, 5])
+    await db.sql`insert into accounts (id, name) values (${id(lead)}::uuid, ${`drop gap ${lead}`})`;
+  const [a, b] = [id(2), id(4)];
+  for (const other of [id(1), id(3), id(5)]) {
+    await addContacts(a, 20);
+    await addContacts(b, 10);
+    await addContacts(other, 3);
+    expect(await dropAccountContacts(db.sql, [a, b])).toBe('deleted');
+    expect([await count('contacts', a), await count('contacts', b)]).toEqual([0, 0]);
+    expect(await count('contacts', other)).toBe(3);
+    await db.sql`delete from contacts where account_id = ${other}`;
+    await db.sql`delete from brand_subscribe_events`;
+  }
+  await addContacts(a, 20);
+  await addContacts(b, 10);
+  expect(await dropAccountContacts(db.sql, [b, a])).toBe('truncated');
+  expect(Number((await db.sql`select count(*) as n from contacts`)[0]!.n)).toBe(0);
+});
+
 test('an account of the narrow shape: its five attributes with their types, no brands', async () => {
   const a = await createBenchAccount(db.sql, 'narrow shape', SHAPES.narrow);
   const attributes = await db.sql<{ name: string; type: string }[]>`

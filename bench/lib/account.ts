@@ -62,25 +62,31 @@ export async function abandonOpenBenchImports(sql: Sql): Promise<number> {
 }
 
 /**
- * An account's contacts (and brand events) gone, with the table as a run before it found it:
- * - when the account holds every contact and event, both tables are truncated: instant, and the disk
+ * Accounts' contacts (and brand events) gone, with the table as a run before it found it:
+ * - when the accounts hold every contact and event, both tables are truncated: instant, and the disk
  *   given back at once (a 25M-row account's delete and vacuum take minutes and keep its pages);
  * - otherwise deleted, then `vacuum (analyze) contacts`: the freed pages at the table's end are given
  *   back, so the next run inserts into the same table as this one did, the statistics are the same
  *   for each, and a step needs disk for one run's contacts at a time. Then a checkpoint: the
  *   delete's and the vacuum's dirty pages are written now, not by the next run's backends or by a
  *   checkpoint in the middle of it (runs of one setting were 6-12 % apart).
+ * A step with more than one account of its own drops them together: one left behind would turn the
+ * other's truncate into a delete (the mixed step's 25M imported contacts beside its load's account).
  */
-export async function dropAccountContacts(sql: Sql, accountId: string): Promise<'truncated' | 'deleted'> {
-  if (await truncateIfAlone(sql, accountId)) return 'truncated';
+export async function dropAccountContacts(
+  sql: Sql,
+  accounts: string | readonly string[],
+): Promise<'truncated' | 'deleted'> {
+  const ids = typeof accounts === 'string' ? [accounts] : [...accounts];
+  if (await truncateIfOnly(sql, ids)) return 'truncated';
   // Tallied here as a whole: the DELETE trigger would append a delta per contact
   // (sql/migrations/0019_contact_tallies.sql).
   await sql.begin(async (tx) => {
     await tx.unsafe(`set local citus.propagate_set_commands to 'local'; set local contact_tallies.explicit to on`);
-    await tx`delete from contacts where account_id = ${accountId}`;
-    await tx`delete from contact_tallies where account_id = ${accountId}`;
+    await tx`delete from contacts where account_id = any(${tx.array(ids)}::uuid[])`;
+    await tx`delete from contact_tallies where account_id = any(${tx.array(ids)}::uuid[])`;
   });
-  await sql`delete from brand_subscribe_events where account_id = ${accountId}`;
+  await sql`delete from brand_subscribe_events where account_id = any(${sql.array(ids)}::uuid[])`;
   await sql.unsafe('vacuum (analyze) contacts');
   // CHECKPOINT needs a superuser (or pg_checkpoint) on a configured database: without, the run goes on.
   await sql.unsafe('checkpoint').catch(() => {});
@@ -88,20 +94,25 @@ export async function dropAccountContacts(sql: Sql, accountId: string): Promise<
 }
 
 /**
- * Truncates contacts and brand_subscribe_events (and the tallies counting them) when no other account
- * has a row in either, under a
- * lock that keeps other writers out between the look and the truncate. Both primary keys lead with
- * account_id, so each look is an index probe on either side of the account, whatever the table size.
+ * Truncates contacts and brand_subscribe_events (and the tallies counting them) when no account but
+ * `ids` has a row in either, under a lock that keeps other writers out between the look and the
+ * truncate. Both primary keys lead with account_id, so each look is an index probe into one gap
+ * between the accounts (before the first, between two, after the last), whatever the table size.
  */
-async function truncateIfAlone(sql: Sql, accountId: string): Promise<boolean> {
+async function truncateIfOnly(sql: Sql, ids: readonly string[]): Promise<boolean> {
+  const sorted = [...ids].sort();
   return sql.begin(async (tx) => {
     await tx`lock table contacts, brand_subscribe_events in access exclusive mode`;
-    const [r] = await tx<{ others: boolean }[]>`
-      select exists (select 1 from contacts where account_id < ${accountId}::uuid)
-          or exists (select 1 from contacts where account_id > ${accountId}::uuid)
-          or exists (select 1 from brand_subscribe_events where account_id < ${accountId}::uuid)
-          or exists (select 1 from brand_subscribe_events where account_id > ${accountId}::uuid) as others`;
-    if (r?.others !== false) return false;
+    for (const table of ['contacts', 'brand_subscribe_events'])
+      for (let k = 0; k <= sorted.length; k++) {
+        const [after, before] = [sorted[k - 1], sorted[k]];
+        const gap = [after && tx`account_id > ${after}::uuid`, before && tx`account_id < ${before}::uuid`].filter(
+          (c) => !!c,
+        );
+        const where = gap.length === 2 ? tx`${gap[0]!} and ${gap[1]!}` : gap[0]!;
+        const [r] = await tx<{ found: boolean }[]>`select exists (select 1 from ${tx(table)} where ${where}) as found`;
+        if (r?.found !== false) return false;
+      }
     await tx`truncate contacts, brand_subscribe_events, contact_tallies`;
     return true;
   }) as Promise<boolean>;

@@ -25,8 +25,8 @@
  * for autovacuum to finish with the import's new rows (at most AUTOVACUUM_WAIT_S) and for its pages
  * to be written out (pagesWrittenOut): that work is the import's, not the machine's idle. Verified
  * after timing: the import's counts and contacts as import A's, and the end state the load's 2xx
- * answers promise (http.ts). The import's contacts are deleted after, so the step needs disk for one
- * more set.
+ * answers promise (http.ts). The import's contacts and the load's are dropped after, so the step
+ * needs disk for one more set.
  */
 import type { Sql } from '../../src/db';
 import { createBenchAccount, dropAccountContacts } from '../lib/account';
@@ -256,7 +256,9 @@ export async function runMixed(
       series,
     };
   } finally {
-    await dropAccountContacts(ctx.sql, importer.id);
+    // With the load's account: alone the import's are deleted row by row and vacuumed (25M narrow
+    // contacts: 35 s on a slow machine, bench/findings/2026-12-07-mixed-on-narrow-25m.md).
+    await dropAccountContacts(ctx.sql, [importer.id, loaded.id]);
   }
 }
 
