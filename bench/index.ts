@@ -140,7 +140,8 @@ function parseArgs(argv: string[]) {
      * The shape of the file A the mixed step imports under the load. The narrow one by default: the
      * same 25M contacts through the same phases, in half the time (its import A alone 250 s against
      * the wide one's 447 s at 25M, bench/findings/2026-12-07-default-run-25m.md), where the step on
-     * the wide file took 24 of the default run's 148 minutes.
+     * the wide file took 24 of the default run's 148 minutes. A run of the wide shape alone
+     * (`--shapes wide`) takes its file, judged against its own import A.
      */
     mixedShape: 'narrow' as ShapeName,
     /**
@@ -156,6 +157,7 @@ function parseArgs(argv: string[]) {
      */
     httpNoLimits: false,
   };
+  let mixedShapeSet = false;
   for (let k = 0; k < argv.length; k++) {
     const flag = argv[k]!;
     const value = () => {
@@ -196,6 +198,7 @@ function parseArgs(argv: string[]) {
       const [shape, ...more] = list(SHAPE_NAMES);
       if (more.length) throw new Error(`${flag} takes one shape; got ${[shape, ...more].join(',')}`);
       opts.mixedShape = shape!;
+      mixedShapeSet = true;
     } else if (flag === '--api-processes') opts.apiProcesses = num(1);
     else if (flag === '--http-no-limits') opts.httpNoLimits = true;
     else if (flag === '--steps') opts.steps = list(STEPS);
@@ -211,6 +214,7 @@ function parseArgs(argv: string[]) {
       process.exit(2);
     } else throw new Error(`unknown flag ${flag} (see --help)`);
   }
+  if (!mixedShapeSet && opts.shapes.length === 1) opts.mixedShape = opts.shapes[0]!;
   if (opts.steps.includes('b') && !opts.steps.includes('a'))
     throw new Error('step b updates the contacts of step a: add a');
   if (opts.steps.includes('search') && !(opts.steps.includes('a') && opts.steps.includes('b')))
