@@ -74,15 +74,30 @@ describe('the ETA', () => {
     expect(runEta(plan, { current: 0, stepElapsed: 40, measured: [] }).remaining).toBe(560);
   });
 
-  test('scales what is left by the steps done: a step that took twice its estimate doubles the rest', () => {
+  test('scales what is left by the steps done, ten minutes of the plan taken as on time besides', () => {
+    // 100 s taken as 200: (200 + 600) / (100 + 600).
     const eta = runEta(plan, { current: 1, stepElapsed: 0, measured: [200] });
-    expect(eta.scale).toBe(2);
-    expect(eta.remaining).toBe(2 * 500);
+    expect(eta.scale).toBeCloseTo(8 / 7, 9);
+    expect(eta.remaining).toBeCloseTo((8 / 7) * 500, 6);
   });
 
-  test('holds the scale within 0.25-4 however odd the first step was', () => {
-    expect(runEta(plan, { current: 1, stepElapsed: 0, measured: [10_000] }).scale).toBe(4);
-    expect(runEta(plan, { current: 1, stepElapsed: 0, measured: [1] }).scale).toBe(0.25);
+  test('a short first step barely moves the ETA; an hour of steps at twice their estimate nearly doubles it', () => {
+    const long: PlannedStep[] = [
+      { name: 'generate', rows: 0, seconds: 15 },
+      { name: 'dba', rows: 0, seconds: 3600 },
+      { name: 'rest', rows: 0, seconds: 3600 },
+    ];
+    expect(runEta(long, { current: 1, stepElapsed: 0, measured: [34] }).scale).toBeLessThan(1.04);
+    const late = runEta(long, { current: 2, stepElapsed: 0, measured: [30, 7200] }).scale;
+    expect(late).toBeGreaterThan(1.85);
+    expect(late).toBeLessThan(2);
+  });
+
+  test('holds the scale within 0.25-4 however odd the steps were', () => {
+    expect(runEta(plan, { current: 1, stepElapsed: 0, measured: [100_000] }).scale).toBe(4);
+    expect(runEta(plan, { current: 2, stepElapsed: 0, measured: [0, 0] }).scale).toBeCloseTo(600 / 900, 9);
+    const fast: PlannedStep[] = [{ name: 'slow plan', rows: 0, seconds: 100_000 }, ...plan];
+    expect(runEta(fast, { current: 1, stepElapsed: 0, measured: [1] }).scale).toBe(0.25);
   });
 
   test("takes the current step's own progress once it has overrun its estimate", () => {

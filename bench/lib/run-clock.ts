@@ -78,11 +78,20 @@ export function clock(seconds: number, withSeconds = false): string {
 }
 
 /**
+ * Plan seconds taken as on time before any step is measured: the scale starts from them, so the
+ * first short steps move it by their weight in the run. Without them, a 25M run's first step (the
+ * missing file B generated: 34 s against 15 planned) put its ETA at 4:30 from now for a run
+ * planned at 2:00, then 2:36 after the next 27 s step; ten minutes of the plan must go by at twice
+ * their estimate before the rest is taken to need 1.5 × its own.
+ */
+const ETA_PRIOR_S = 600;
+
+/**
  * Seconds left in the run: the current step's and the later steps' estimates, scaled by the steps
- * done (their measured seconds over their estimates; 1 before any is done, held within 0.25-4 so
- * one odd step does not swing it wildly). The current step's part is what its scaled estimate has
- * left, or, once it has overrun that, what its own progress `fraction` says is left; a step that
- * has overrun without a progress line is taken to need a tenth of its time so far more, not nothing.
+ * done (their measured seconds over their estimates, each side with ETA_PRIOR_S added; 1 before
+ * any is done, held within 0.25-4). The current step's part is what its scaled estimate has left,
+ * or, once it has overrun that, what its own progress `fraction` says is left; a step that has
+ * overrun without a progress line is taken to need a tenth of its time so far more, not nothing.
  */
 export function runEta(
   plan: readonly PlannedStep[],
@@ -91,7 +100,7 @@ export function runEta(
   const done = plan.slice(0, state.current);
   const estimated = done.reduce((t, s) => t + s.seconds, 0);
   const measured = state.measured.slice(0, state.current).reduce((t, s) => t + s, 0);
-  const scale = estimated > 0 ? Math.min(4, Math.max(0.25, measured / estimated)) : 1;
+  const scale = Math.min(4, Math.max(0.25, (measured + ETA_PRIOR_S) / (estimated + ETA_PRIOR_S)));
   const step = plan[state.current];
   if (!step) return { remaining: 0, scale };
   const f = state.fraction;
