@@ -22,7 +22,8 @@ export interface ReadProfile {
   md5Ns: number;
 }
 
-const COLUMNS: Column[] = [
+/** The bench file's columns as the import reads them (an account's schema of the dataset's attributes). */
+export const COLUMNS: Column[] = [
   { name: 'Email', type: 'identity' },
   { name: 'Brand', type: 'brand' },
   ...ATTRIBUTES.map((a) => ({ name: a.name, type: a.type })),
@@ -36,7 +37,7 @@ async function timed(fn: () => Promise<number>): Promise<{ seconds: number; n: n
 }
 
 /** Parses the file and hands every data row (after the header) to `each`. */
-async function parseRows(
+export async function parseRows(
   path: string,
   each: (cells: string[], rowNo: number) => void,
   onChunk?: (text: ReturnType<typeof utf8Text>) => void,
