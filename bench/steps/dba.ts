@@ -75,6 +75,8 @@ export async function runDba(
   files: { a: FileMeta; b?: FileMeta },
   runFiles: RunFiles,
   log: (m: string) => void,
+  /** each file's rows, once its upsert has committed (the run's progress line) */
+  onFile?: (rows: number) => void,
 ): Promise<DbaRun> {
   const scratch = await infra.scratch?.('dba');
   const sql = scratch?.sql ?? infra.sql;
@@ -86,8 +88,10 @@ export async function runDba(
     const account = await createBenchAccount(sql, `${runId} dba${shape.suffix}`, shape);
     try {
       const a = await loadFile(ctx, account.id, files.a, 'A');
+      onFile?.(files.a.rows);
       await expectContacts(sql, account.id, files.a.normal, `after file A${shape.suffix}`);
       const b = files.b ? await loadFile(ctx, account.id, files.b, 'B') : undefined;
+      if (files.b) onFile?.(files.b.rows);
       if (files.b) await expectContacts(sql, account.id, files.b.normal, `after file B${shape.suffix}`);
       return { shape: shape.name, accountId: account.id, a, b };
     } finally {
