@@ -54,6 +54,8 @@ export async function runPgloader(
   files: { a: FileMeta; b?: FileMeta },
   runFiles: RunFiles,
   log: (m: string) => void,
+  /** each file's rows, once pgloader has exited after its upsert (the run's progress line) */
+  onFile?: (rows: number) => void,
 ): Promise<PgloaderRun> {
   const bin = await pgloaderBinary(log);
   const dir = join(infra.logDir, 'pgloader');
@@ -66,7 +68,9 @@ export async function runPgloader(
     const account = await createBenchAccount(db.sql, `${runId} pgloader${shape.suffix}`, shape);
     try {
       const a = await loadFile(ctx, account.id, files.a, 'A');
+      onFile?.(files.a.rows);
       const b = files.b ? await loadFile(ctx, account.id, files.b, 'B') : undefined;
+      if (files.b) onFile?.(files.b.rows);
       return { shape: shape.name, accountId: account.id, a, b };
     } finally {
       await db.sql.unsafe(`drop table if exists ${STAGING_TABLE}`);

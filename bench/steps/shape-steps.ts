@@ -61,15 +61,14 @@ export interface ShapeRun {
 }
 
 /**
- * The dba step's rows done, for the run's progress line: each file's rows once its upsert has
- * committed, over every file the step loads (the small files', then the run's). A 25M step runs for
- * 20-35 minutes in four statements that report nothing while they run; without this its line said
- * `-/52,000,000 rows` throughout.
+ * A peer step's rows done, for the run's progress line: each file's rows once its upsert has
+ * committed, over every file the step loads. The dba and pgloader steps run a statement (or a
+ * process) per file that reports nothing while it runs: a 25M dba step's line said
+ * `-/52,000,000 rows` for 20-35 minutes.
  */
-export function dbaProgress(run: ShapeRun): (rows: number) => void {
-  const files = [run.flat?.files.a, run.flat?.files.b, run.files.a, run.files.b];
+export function filesProgress(label: string, files: readonly (FileMeta | undefined)[]): (rows: number) => void {
   const total = files.reduce((sum, f) => sum + (f?.rows ?? 0), 0);
-  const progress = new Progress(`dba${SHAPES[run.shape].suffix}`, total, 'rows');
+  const progress = new Progress(label, total, 'rows');
   let done = 0;
   return (rows) => progress.update((done += rows));
 }
@@ -87,6 +86,7 @@ export async function copySteps(
   runFiles: RunFiles,
   log: (m: string) => void,
 ): Promise<void> {
+  const suffix = SHAPES[run.shape].suffix;
   if (steps.l1) {
     stepStarts('l1', run.shape);
     await runFiles.ready(run.files.a);
@@ -95,28 +95,21 @@ export async function copySteps(
   }
   if (steps.dba) {
     stepStarts('dba', run.shape);
-    const onFile = dbaProgress(run);
-    if (run.flat)
-      run.flat.dba = await runDba(
-        infra,
-        `${runId} ${sizeLabel(run.flat.files.a.rows)}`,
-        run.flat.files,
-        runFiles,
-        log,
-        onFile,
-      );
-    run.dba = await runDba(infra, runId, run.files, runFiles, log, onFile);
+    const { flat, files } = run;
+    const onFile = filesProgress(`dba${suffix}`, [flat?.files.a, flat?.files.b, files.a, files.b]);
+    if (flat)
+      flat.dba = await runDba(infra, `${runId} ${sizeLabel(flat.files.a.rows)}`, flat.files, runFiles, log, onFile);
+    run.dba = await runDba(infra, runId, files, runFiles, log, onFile);
   }
-  if (steps.pgloader) stepStarts('pgloader', run.shape);
-  if (steps.pgloader && run.flat)
-    run.flat.pgloader = await runPgloader(
-      infra,
-      `${runId} ${sizeLabel(run.flat.files.a.rows)}`,
-      run.flat.files,
-      runFiles,
-      log,
-    );
-  else if (steps.pgloader) run.pgloader = await runPgloader(infra, runId, run.files, runFiles, log);
+  if (!steps.pgloader) return;
+  stepStarts('pgloader', run.shape);
+  // On the small files when the run has them (see the top of this file), else on the run's.
+  const files = run.flat?.files ?? run.files;
+  const onFile = filesProgress(`pgloader${suffix}`, [files.a, files.b]);
+  const id = run.flat ? `${runId} ${sizeLabel(files.a.rows)}` : runId;
+  const pgloader = await runPgloader(infra, id, files, runFiles, log, onFile);
+  if (run.flat) run.flat.pgloader = pgloader;
+  else run.pgloader = pgloader;
 }
 
 /**
