@@ -2,7 +2,7 @@
 // settles with a catchable CONNECTION_CLOSED, nothing escapes as an uncaughtException, and the pool
 // goes on. Only this file's own backends are terminated (pg_terminate_backend of their pids), so
 // the shared server and other test files are untouched.
-import { connect as netConnect, type Socket } from 'node:net';
+import { connect as netConnect, createServer, type Server, type Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'bun:test';
 import postgres from 'postgres';
 import { connect, type Sql, type Tx, isDatabaseUnavailable } from '../../src/db';
@@ -19,9 +19,11 @@ beforeAll(async () => {
   sql = connect(db.url, 4);
   killer = connect(db.url, 1);
   process.on('uncaughtException', onEscape);
+  process.on('unhandledRejection', onEscape);
 });
 afterAll(async () => {
   process.off('uncaughtException', onEscape);
+  process.off('unhandledRejection', onEscape);
   await sql.end({ timeout: 2 });
   await killer.end({ timeout: 2 });
   await db.drop();
@@ -218,6 +220,67 @@ describe('a pool connection that closes with a statement just handed to it', () 
       }
     } finally {
       await pool.end({ timeout: 2 });
+    }
+  });
+});
+
+describe('a session terminated while it starts', () => {
+  // A new session's first statement is the driver's own (fetch_types: the array types). When
+  // pg_terminate_backend met it, 3.4.9 rejected that statement's promise, which nothing awaits: an
+  // unhandledRejection, which ends the API and the worker. And the FATAL kept from the dead session
+  // failed the caller's statement on the next one (porsager/postgres#1192, #1223). A proxy in front
+  // of the server answers the first session's array-types query with the very message a terminated
+  // backend sends, then closes, as the server does; later sessions pass through.
+  function fatal(): Buffer {
+    const fields = [
+      ['S', 'FATAL'],
+      ['V', 'FATAL'],
+      ['C', '57P01'],
+      ['M', 'terminating connection due to administrator command'],
+    ];
+    const body = Buffer.concat([...fields.map(([k, v]) => Buffer.from(`${k}${v}\0`)), Buffer.from([0])]);
+    const head = Buffer.alloc(5);
+    head.write('E');
+    head.writeUInt32BE(body.length + 4, 1);
+    return Buffer.concat([head, body]);
+  }
+
+  async function terminatingProxy(): Promise<{ url: string; terminated: () => number; server: Server }> {
+    const target = new URL(db.url);
+    let terminated = 0;
+    const server = createServer((client) => {
+      const upstream = netConnect(Number(target.port), target.hostname);
+      upstream.on('data', (d) => client.write(d));
+      client.on('data', (d) => {
+        if (terminated === 0 && d.includes('pg_catalog.pg_type')) {
+          terminated++;
+          upstream.destroy();
+          client.end(fatal());
+        } else upstream.write(d);
+      });
+      client.on('error', () => upstream.destroy());
+      upstream.on('error', () => client.destroy());
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = new URL(db.url);
+    url.port = String((server.address() as { port: number }).port);
+    return { url: url.toString(), terminated: () => terminated, server };
+  }
+
+  test("while it fetches the array types: the caller's statement runs on the next session, none escapes", async () => {
+    const proxy = await terminatingProxy();
+    const pool = postgres(proxy.url, { max: 1, onnotice: () => {} });
+    try {
+      expect(await outcome(pool<{ n: number }[]>`select 7::int as n`.then((r) => r[0]!.n))).toBe('resolved');
+      expect(proxy.terminated()).toBe(1);
+      // The next session fetched the types: an array parameter is sent and read back as one.
+      const [row] = await pool<{ xs: number[] }[]>`select ${pool.array([1, 2])}::int[] as xs`;
+      expect(row!.xs).toEqual([1, 2]);
+    } finally {
+      await pool.end({ timeout: 2 });
+      proxy.server.close();
     }
   });
 });
