@@ -13,6 +13,9 @@ import { RateLimiter } from './ratelimit/limiter';
 import { RedisRateLimitStore } from './ratelimit/store';
 import { apiMetrics } from './metrics/api';
 import { serveMetrics } from './metrics/listener';
+import { exitOnEscapedErrors } from './escaped-errors';
+
+exitOnEscapedErrors('api');
 
 const config = loadConfigOrExit();
 setLogLevel(config.logLevel);

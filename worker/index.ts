@@ -44,15 +44,9 @@ import { startRelay } from './events/relay';
 import { startExports } from './exports/loop';
 import { stagingPoolMade, startStagingPool } from './import/staging-pool';
 import { compactBusyTallies } from '../src/search/stats';
+import { exitOnEscapedErrors } from '../src/escaped-errors';
 
-// A process in an unknown state must not keep taking jobs: log, exit, let the supervisor restart it.
-// BullMQ hands the job of a dead worker to another one once its lock lapses.
-for (const event of ['uncaughtException', 'unhandledRejection'] as const) {
-  process.on(event, (e) => {
-    log('error', `worker ${event}; exiting`, errorFields(e));
-    process.exit(1);
-  });
-}
+exitOnEscapedErrors('worker');
 
 const config = loadConfigOrExit();
 setLogLevel(config.logLevel);
