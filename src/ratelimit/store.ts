@@ -45,6 +45,43 @@ export interface RateLimitStore {
 
 /** A command that Redis has not answered within this long fails: the request goes on without a limit. */
 export const STORE_TIMEOUT_MS = 250;
+/**
+ * ioredis's own timeout, behind answeredWithin's: it only ends commands that a Redis which stopped
+ * answering without closing its connection would otherwise keep in the client's queue.
+ */
+const CLIENT_TIMEOUT_MS = 10 * STORE_TIMEOUT_MS;
+
+/** Redis did not answer within STORE_TIMEOUT_MS of the loop's time. */
+export class StoreTimeoutError extends Error {}
+
+/**
+ * `pending`, or a StoreTimeoutError once it has gone `ms` without an answer. The timer alone does not
+ * judge: a timer that expired while the event loop was busy (a GC pause, a burst of requests, the
+ * process not scheduled) runs before the loop reads its sockets, so an answer that came in time but
+ * waits unread would count as a Redis away, and every account's limit would be off for a second
+ * under exactly the load limits are for. So the verdict waits for one more turn of the loop, in
+ * which the sockets are read (a 0 ms timer set from an expired one runs after the next poll, in Bun
+ * as in Node).
+ */
+export function answeredWithin<T>(pending: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    let settled = false;
+    const settle = (fn: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      fn();
+    };
+    const timer = setTimeout(
+      () => setTimeout(() => settle(() => reject(new StoreTimeoutError(`Redis did not answer within ${ms} ms`))), 0),
+      ms,
+    );
+    pending.then(
+      (value) => settle(() => resolve(value)),
+      (error: unknown) => settle(() => reject(error)),
+    );
+  });
+}
 
 type Scripted = Redis & {
   rateLimitReserve(key: string, want: number, perSecond: number, burst: number): Promise<[number, number]>;
@@ -53,9 +90,9 @@ type Scripted = Redis & {
 /**
  * The buckets in Redis over a connection of the limiter's own that never queues: no offline queue
  * (a command while Redis is away fails at once instead of waiting for the reconnect), no retry after
- * a lost connection, and a timeout on every command (a Redis that stopped answering without closing
- * its connection). ioredis reconnects by itself; defineCommand sends EVALSHA and falls back to EVAL
- * when a restarted Redis has lost the script.
+ * a lost connection, and a timeout on every command (answeredWithin: a Redis that stopped answering
+ * without closing its connection, or one too slow to wait for). ioredis reconnects by itself;
+ * defineCommand sends EVALSHA and falls back to EVAL when a restarted Redis has lost the script.
  */
 export class RedisRateLimitStore implements RateLimitStore {
   private readonly redis: Scripted;
@@ -67,7 +104,7 @@ export class RedisRateLimitStore implements RateLimitStore {
     const redis = new IORedis(redisUrl, {
       maxRetriesPerRequest: 0,
       enableOfflineQueue: false,
-      commandTimeout: STORE_TIMEOUT_MS,
+      commandTimeout: CLIENT_TIMEOUT_MS,
       connectTimeout: 2_000,
     });
     redis.on('error', () => {}); // the limiter counts and logs the failed commands; ioredis reconnects
@@ -76,7 +113,10 @@ export class RedisRateLimitStore implements RateLimitStore {
   }
 
   async reserve(accountId: string, want: number, perSecond: number, burst: number): Promise<Reservation> {
-    const [granted, aheadUs] = await this.redis.rateLimitReserve(this.prefix + accountId, want, perSecond, burst);
+    const [granted, aheadUs] = await answeredWithin(
+      this.redis.rateLimitReserve(this.prefix + accountId, want, perSecond, burst),
+      STORE_TIMEOUT_MS,
+    );
     return { granted, aheadUs };
   }
 

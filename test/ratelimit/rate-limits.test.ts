@@ -80,7 +80,7 @@ afterAll(async () => {
 });
 
 describe('an account limited to 20/s, burst 20, on two replicas', () => {
-  test('200 requests in 1 s: 20-40 admitted, the rest 429 with Retry-After; another account all admitted', async () => {
+  test('200 requests in 1 s: the burst and the rate over their span admitted, the rest 429; others 200', async () => {
     const limited = await account('limited');
     const other = await account('other');
     expect(await rateLimit(limited.id, '--per-second', '20', '--burst', '20')).toEqual({
@@ -90,16 +90,21 @@ describe('an account limited to 20/s, burst 20, on two replicas', () => {
       default: false,
     });
     await Bun.sleep(1_000); // the invalidation of the account's cached key on both replicas
+    const sentAt = performance.now();
     const [mine, others] = await Promise.all([
       spread(200, 1_000, (n) => send(limited.key, limited.md5, n)),
       spread(100, 1_000, (n) => send(other.key, other.md5, n)),
     ]);
+    const spanS = (performance.now() - sentAt) / 1000;
     const admitted = mine.filter((a) => a.status === 200);
     const refused = mine.filter((a) => a.status !== 200);
-    console.log(JSON.stringify({ admitted: admitted.length, refused: refused.length }));
+    // At most the burst, the rate over the span in which the requests were admitted (from the first
+    // sent to the last answered: about 1 s, more on a loaded machine), and the tokens each replica
+    // reserves ahead (a tenth of the burst: 2). The store away would admit about all 200.
+    const bound = 20 + Math.ceil(20 * spanS) + 2 * 2;
+    console.log(JSON.stringify({ admitted: admitted.length, refused: refused.length, spanS, bound }));
     expect(admitted.length).toBeGreaterThanOrEqual(20);
-    // The burst and a second's rate, and the few ms the requests' spread takes beyond 1 s.
-    expect(admitted.length).toBeLessThanOrEqual(42);
+    expect(admitted.length).toBeLessThanOrEqual(bound);
     // Both replicas admitted and refused: the limit is the account's, not a replica's.
     expect(new Set(admitted.map((a) => a.api)).size).toBe(2);
     expect(new Set(refused.map((a) => a.api)).size).toBe(2);
