@@ -57,24 +57,17 @@ export async function dropDatabase(adminUrls: string[], name: string): Promise<v
 }
 
 /**
- * A fresh, migrated database: each test file gets its own. Cloned from the template on one
- * PostgreSQL; on a Citus cluster made on every node, formed into a cluster and migrated (which
- * distributes its tables).
+ * A fresh, migrated database: each test file gets its own, cloned from the migrated template: on one
+ * PostgreSQL the template's database; on a Citus cluster each node's own part of the cluster's
+ * template (clusterTemplate), which together are again a cluster of their own.
  */
 export async function createTestDatabase(): Promise<TestDatabase> {
   const { adminUrl, redisUrl, citusWorkers } = await testServices();
   const name = `test_${crypto.randomUUID().replaceAll('-', '').slice(0, 16)}`;
   const url = withDatabase(adminUrl, name);
   if (citusWorkers.length) {
-    await Promise.all([adminUrl, ...citusWorkers].map((u) => onServer(u, `create database ${name}`)));
-    const port = (u: string) => Number(new URL(u).port);
-    await formCluster(port(adminUrl), citusWorkers.map(port), () => {}, name);
-    const setup = connect(url, 1);
-    try {
-      await migrate(setup);
-    } finally {
-      await setup.end();
-    }
+    const template = await clusterTemplate(adminUrl, citusWorkers);
+    await Promise.all([adminUrl, ...citusWorkers].map((u) => cloneDatabase(u, template, name)));
   } else {
     await onServer(adminUrl, `create database ${name} template ${TEMPLATE_DB}`);
   }
@@ -89,4 +82,99 @@ export async function createTestDatabase(): Promise<TestDatabase> {
       await dropDatabase([adminUrl, ...citusWorkers], name);
     },
   };
+}
+
+/** This process's cluster template, built or found once. */
+let clusterTemplateMade: Promise<string> | undefined;
+
+/**
+ * The migrated template of a Citus cluster: a database of that name on every node, formed into a
+ * cluster and migrated (which distributes its tables), closed to connections once complete. A node's
+ * copy of its part (CREATE DATABASE … TEMPLATE) is that node's part of a new cluster: the nodes it
+ * names (pg_dist_node) are the same, and Citus reaches a worker through the database of the
+ * coordinator's name. Forming and migrating a cluster per test file took 6-7 s; a copy takes under
+ * 1 s. Named by the migrations and the nodes' ports, which its metadata holds.
+ */
+function clusterTemplate(adminUrl: string, citusWorkers: string[]): Promise<string> {
+  clusterTemplateMade ??= ensureClusterTemplate(adminUrl, citusWorkers).catch((e: unknown) => {
+    clusterTemplateMade = undefined;
+    throw e;
+  });
+  return clusterTemplateMade;
+}
+
+async function ensureClusterTemplate(adminUrl: string, citusWorkers: string[]): Promise<string> {
+  const nodes = [adminUrl, ...citusWorkers];
+  const port = (u: string) => Number(new URL(u).port);
+  const name = `${TEMPLATE_DB}_c${nodes.map(port).join('_')}`.slice(0, 63);
+  const admin = connect(adminUrl, 1);
+  try {
+    // One builder at a time: a concurrent run on the same cluster waits, then finds it complete.
+    await admin.begin(async (tx) => {
+      await tx`select pg_advisory_xact_lock(hashtext(${name}))`;
+      if ((await Promise.all(nodes.map((u) => templateState(u, name)))).every((s) => s === 'complete')) return;
+      // A build a killed run left half way: opened again, so that it can be dropped.
+      for (const u of nodes)
+        if ((await templateState(u, name)) === 'complete')
+          await onServer(u, `alter database ${name} allow_connections true`);
+      await dropDatabase(nodes, name);
+      await Promise.all(nodes.map((u) => onServer(u, `create database ${name}`)));
+      await formCluster(port(adminUrl), citusWorkers.map(port), () => {}, name);
+      const setup = connect(withDatabase(adminUrl, name), 1);
+      try {
+        await migrate(setup);
+      } finally {
+        await setup.end();
+      }
+      // Closed last: a template that takes no connection is complete, and no session (Citus's
+      // maintenance daemon among them) holds it when a test file copies it.
+      for (const u of nodes) {
+        await onServer(u, `alter database ${name} allow_connections false`);
+        await endSessions(u, name);
+      }
+    });
+  } finally {
+    await admin.end();
+  }
+  return name;
+}
+
+/** Whether `name` exists on the server of `adminUrl`, and is complete (closed to connections). */
+async function templateState(adminUrl: string, name: string): Promise<'missing' | 'building' | 'complete'> {
+  const admin = connect(adminUrl, 1);
+  try {
+    const [row] = await admin<
+      { open: boolean }[]
+    >`select datallowconn as open from pg_database where datname = ${name}`;
+    return row === undefined ? 'missing' : row.open ? 'building' : 'complete';
+  } finally {
+    await admin.end();
+  }
+}
+
+async function endSessions(adminUrl: string, name: string): Promise<void> {
+  const admin = connect(adminUrl, 1);
+  try {
+    await admin`
+      select pg_terminate_backend(pid) from pg_stat_activity where datname = ${name} and pid <> pg_backend_pid()`;
+  } finally {
+    await admin.end();
+  }
+}
+
+/**
+ * CREATE DATABASE `name` TEMPLATE `template` on the server of `adminUrl`. A session still on the
+ * template (a Citus daemon closing) refuses the copy with 55006: ended, and the copy tried again.
+ */
+async function cloneDatabase(adminUrl: string, template: string, name: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await onServer(adminUrl, `create database ${name} template ${template}`);
+      return;
+    } catch (e) {
+      if ((e as { code?: string }).code !== '55006' || attempt >= 10) throw e;
+      await endSessions(adminUrl, template);
+      await Bun.sleep(200);
+    }
+  }
 }

@@ -48,8 +48,8 @@ export async function startTestServices(log?: (m: string) => void): Promise<Test
   const db = await resolveDatabaseUrl(config, log);
   const redis = await resolveRedisUrl(config, log);
   const adminUrl = withDatabase(db.url, 'postgres');
-  // A Citus database is a cluster of its own: each test database is formed and migrated afresh
-  // (about 3 s), where one PostgreSQL clones a migrated template.
+  // A Citus database is a cluster of its own: its template is one on every node, built by the first
+  // test database (test/helpers/db.ts clusterTemplate); one PostgreSQL's is built here.
   const citusWorkers = config.citusWorkers ? await citusWorkerUrls(db.url, 'postgres') : [];
   if (!citusWorkers.length) await ensureTemplate(adminUrl);
   return {
