@@ -163,18 +163,30 @@ async function endSessions(adminUrl: string, name: string): Promise<void> {
 }
 
 /**
- * CREATE DATABASE `name` TEMPLATE `template` on the server of `adminUrl`. A session still on the
- * template (a Citus daemon closing) refuses the copy with 55006: ended, and the copy tried again.
+ * CREATE DATABASE `name` TEMPLATE `template` on the server of `adminUrl`, a Citus node. A session
+ * still on the template (a Citus daemon closing) refuses the copy with 55006: ended, and the copy
+ * tried again. The copy holds everything of the template but its own identity: Citus records the
+ * database among its distributed objects by OID (pg_dist_object), which would still name the
+ * template, and a node added later (test/cluster/rebalance.test.ts) would be asked for that database.
  */
 async function cloneDatabase(adminUrl: string, template: string, name: string): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     try {
       await onServer(adminUrl, `create database ${name} template ${template}`);
-      return;
+      break;
     } catch (e) {
       if ((e as { code?: string }).code !== '55006' || attempt >= 10) throw e;
       await endSessions(adminUrl, template);
       await Bun.sleep(200);
     }
+  }
+  const db = connect(withDatabase(adminUrl, name), 1);
+  try {
+    await db`
+      update pg_catalog.pg_dist_object
+      set objid = (select oid from pg_database where datname = current_database())
+      where classid = 'pg_database'::regclass and objid = (select oid from pg_database where datname = ${template})`;
+  } finally {
+    await db.end();
   }
 }
