@@ -112,11 +112,11 @@ async function ensureClusterTemplate(adminUrl: string, citusWorkers: string[]): 
     // One builder at a time: a concurrent run on the same cluster waits, then finds it complete.
     await admin.begin(async (tx) => {
       await tx`select pg_advisory_xact_lock(hashtext(${name}))`;
-      if ((await Promise.all(nodes.map((u) => templateState(u, name)))).every((s) => s === 'complete')) return;
+      const states = await Promise.all(nodes.map((u) => templateState(u, name)));
+      if (states.every((s) => s === 'complete')) return;
       // A build a killed run left half way: opened again, so that it can be dropped.
-      for (const u of nodes)
-        if ((await templateState(u, name)) === 'complete')
-          await onServer(u, `alter database ${name} allow_connections true`);
+      for (const [k, u] of nodes.entries())
+        if (states[k] === 'complete') await onServer(u, `alter database ${name} allow_connections true`);
       await dropDatabase(nodes, name);
       await Promise.all(nodes.map((u) => onServer(u, `create database ${name}`)));
       await formCluster(port(adminUrl), citusWorkers.map(port), () => {}, name);
