@@ -3,7 +3,7 @@
 // commas and quotes, padded emails, empty cells), and an end state that is off by one row or one
 // cell fails the verification.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
-import { rm } from 'node:fs/promises';
+import { chmod, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createTestDatabase, type TestDatabase } from '../../test/helpers/db';
@@ -14,7 +14,7 @@ import { generateCsv, type FileMeta } from '../lib/generate';
 import { pgloaderBinary } from '../lib/services';
 import { SHAPES, type ShapeName } from '../lib/shapes';
 import { STAGING_TABLE } from './dba';
-import { loadFile, runPgloader, sampleRows, verifyLoad, type PgloaderContext } from './pgloader';
+import { isLoggerRaceCrash, loadFile, runPgloader, sampleRows, verifyLoad, type PgloaderContext } from './pgloader';
 
 const ROWS = 3000;
 const dir = join(tmpdir(), `bench-pgloader-${process.pid}`);
@@ -111,5 +111,71 @@ describe('the pgloader step', () => {
       values (${account.id}, md5('extra@example.com')::uuid, 'extra@example.com', 'import',
               ${since}::timestamptz - interval '1 second')`;
     await expect(verify()).rejects.toThrow(`the account holds ${a.normal + 1} contacts`);
+  });
+
+  test('a start that crashes as dimitri/pgloader#1380 does is run again; no other failure is', async () => {
+    const { a } = await filesOf('narrow');
+    const real = await pgloaderBinary(silent);
+    const crash =
+      "printf 'KABOOM!\\nINVALID-ARRAY-INDEX-ERROR: Invalid index 1 for (SIMPLE-ARRAY (UNSIGNED-BYTE 32)\\n'" +
+      "'  (1)), should be a non-negative integer below 1.\\n'; exit 1";
+    // A pgloader that fails its first `fails` starts with `failure`, then (or after `then`) is the real one.
+    const wrapped = async (name: string, fails: number, failure: string, then = 'exec') => {
+      const counter = join(dir, `${name}.starts`);
+      const bin = join(dir, `${name}.sh`);
+      await Bun.write(
+        bin,
+        `#!/bin/sh\nn=$(cat '${counter}' 2>/dev/null || echo 0); echo $((n + 1)) > '${counter}'\n` +
+          `if [ "$n" -lt ${fails} ]; then ${failure}; fi\n` +
+          (then === 'exec' ? `exec '${real}' "$@"\n` : `'${real}' "$@"; ${then}\n`),
+      );
+      await chmod(bin, 0o755);
+      const starts = async () => Number((await Bun.file(counter).text()).trim());
+      const account = await createBenchAccount(db.sql, `pgloader ${name}`, SHAPES.narrow);
+      const ctx: PgloaderContext = {
+        sql: db.sql,
+        url: db.url,
+        bin,
+        dir,
+        runFiles: new RunFiles('all', [], silent),
+        probes: [],
+        log: silent,
+      };
+      return { load: () => loadFile(ctx, account.id, a, 'A'), starts, account };
+    };
+
+    // Crashed once, started again: the load is whole, and the run says it crashed.
+    const once = await wrapped('crash-once', 1, crash);
+    const run = await once.load();
+    expect(run.crashes).toBe(1);
+    expect(run.upserted).toBe(a.normal);
+    expect(await once.starts()).toBe(2);
+
+    // Crashing at every start: three starts, then the crash's own words.
+    const always = await wrapped('crash-always', 9, crash);
+    await expect(always.load()).rejects.toThrow(/exited with 1:\s+KABOOM!\s+INVALID-ARRAY-INDEX-ERROR/);
+    expect(await always.starts()).toBe(3);
+
+    // Another failure is not run again.
+    const other = await wrapped('other', 9, `echo 'KABOOM! DB-CONNECTION-ERROR: Failed to connect'; exit 1`);
+    await expect(other.load()).rejects.toThrow(/DB-CONNECTION-ERROR/);
+    expect(await other.starts()).toBe(1);
+
+    // The same crash after the upsert committed is not run again either: the account has changed.
+    const late = await wrapped('crash-late', 0, crash, crash);
+    await expect(late.load()).rejects.toThrow(/INVALID-ARRAY-INDEX-ERROR/);
+    expect(await late.starts()).toBe(1);
+    const [{ n } = { n: -1 }] = await db.sql<{ n: number }[]>`
+      select count(*)::int as n from contacts where account_id = ${late.account.id}`;
+    expect(n).toBe(a.normal);
+  });
+
+  test('isLoggerRaceCrash knows the crash of dimitri/pgloader#1380 and nothing else', () => {
+    const race =
+      'KABOOM!\nINVALID-ARRAY-INDEX-ERROR: Invalid index 1 for (SIMPLE-ARRAY (UNSIGNED-BYTE 32)\n   (1)), should be';
+    expect(isLoggerRaceCrash(race)).toBe(true);
+    expect(isLoggerRaceCrash(race.replace('KABOOM!', ''))).toBe(false);
+    expect(isLoggerRaceCrash(race.replace('32', '8'))).toBe(false);
+    expect(isLoggerRaceCrash('KABOOM!\nDB-CONNECTION-ERROR: Failed to connect to pgsql')).toBe(false);
   });
 });
