@@ -340,4 +340,35 @@ describe('GET /v1/events', () => {
     // Nothing within retention is removed.
     expect(await pruneEvents(t.db.sql, 7)).not.toContainEqual(expect.objectContaining({ accountId: a.id }));
   });
+
+  test('the retention crosses a gap of 10^12 positions (a restore) at once; a cursor in it lost nothing', async () => {
+    const a = await account();
+    for (let i = 0; i < 2; i++) await a.create(`g${i}@example.com`);
+    await sequenceEvents(t.db.sql);
+    // What docs/backups.md's restore step does: the head moves on by 10^12.
+    await t.db.sql`update event_feed_heads set sequenced_through = sequenced_through + 1000000000000
+      where account_id = ${a.id}`;
+    const end = (await a.feed()).body.next as string;
+    for (let i = 2; i < 4; i++) await a.create(`g${i}@example.com`);
+    await sequenceEvents(t.db.sql);
+    await t.db.sql`
+      update brand_subscribe_events set created_at = now() - interval '8 days'
+      where account_id = ${a.id} and position <= 2`;
+    const started = performance.now();
+    expect(await pruneEvents(t.db.sql, 7)).toContainEqual({ accountId: a.id, through: 2 });
+    expect(performance.now() - started).toBeLessThan(5_000);
+    // The consumer at the old end, in the gap now, lost nothing: it reads both new sets.
+    const res = await a.feed(`?after=${end}`);
+    expect(res.status).toBe(200);
+    expect(res.body.data.map((e: FeedEvent) => e.data.email)).toEqual(['g2@example.com', 'g3@example.com']);
+    expect((await a.feed()).body.data.map((e: FeedEvent) => e.data.email)).toEqual([
+      'g2@example.com',
+      'g3@example.com',
+    ]);
+    expectProblem(await a.feed(`?after=${formatCursor({ position: 2, index: 0 })}`), 410, 'conflict_error');
+    // Both old sets went, and the new ones past the gap: every set removed, none left behind.
+    await t.db.sql`update brand_subscribe_events set created_at = now() - interval '8 days' where account_id = ${a.id}`;
+    expect(await pruneEvents(t.db.sql, 7)).toContainEqual({ accountId: a.id, through: 1_000_000_000_004 });
+    expect((await a.feed()).body.data).toEqual([]);
+  });
 });
