@@ -38,6 +38,16 @@ export const ADVANCE_EVENT_IDS =
   'select setval(s, nextval(s) + 1000000000000) ' +
   "from cast(pg_get_serial_sequence('brand_subscribe_events', 'id') as regclass) as s";
 
+/**
+ * Moves every account's feed head on by 10^12 after a restore (a head made for an account that had
+ * none): a consumer may hold a cursor into the lost part of the feed, which the restored feed would
+ * otherwise fill with new sets at the same positions and accept again, skipping what came before
+ * it. With new sets placed past the gap, such a cursor reads every new event (docs/backups.md).
+ */
+export const ADVANCE_FEED_POSITIONS =
+  'insert into event_feed_heads (account_id, sequenced_through) select id, 1000000000000 from accounts ' +
+  'on conflict (account_id) do update set sequenced_through = event_feed_heads.sequenced_through + 1000000000000';
+
 /** `psql` running one statement, stopping at its error. */
 export const psqlArgs = (url: string, statement: string) => [
   'psql',

@@ -13,7 +13,8 @@
  * everything reads back as it was, A resumes to success with exact counts, B is swept from
  * PostgreSQL and imported, C's link still uploads, D fails with a reason that says the file is
  * gone, the feed continues from the old cursor with no gap and no repeat, E's cursor from after
- * the backup point is refused, and new writes draw from the restored sequences.
+ * the backup point reads every new event (none placed where the lost ones were), and new writes
+ * draw from the restored sequences.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test';
 import { randomBytes } from 'node:crypto';
@@ -26,6 +27,7 @@ import { UploadTokens } from '../../src/storage/upload-token';
 import { call, eventually, feedFrom, setNumber, upload, type Answer, type FeedEvent } from '../helpers/backup-client';
 import {
   ADVANCE_EVENT_IDS,
+  ADVANCE_FEED_POSITIONS,
   analyzeArgs,
   dumpArgs,
   psqlArgs,
@@ -36,6 +38,7 @@ import { contactsChecksum, faultBed, type Child, type FaultBed } from '../helper
 import { createAccount, createAttribute, createBrand, createKey } from '../helpers/fixtures';
 import { holdIn, WORKER_APP } from '../helpers/pg-faults';
 import { sequenceEvents } from '../../worker/events/sequencer';
+import { formatCursor, parseCursor } from '../../src/events/cursor';
 
 /** Many merge batches, so the dump lands with some committed and some not. */
 const BED_ENV = { IMPORT_BATCH_SIZE: '1000' };
@@ -272,6 +275,7 @@ async function dumpAndRestore(): Promise<void> {
   rsql = connect(restored.url, 4);
   restoredEventSeq = await lastEventId(rsql);
   await runPgClient(psqlArgs(restored.url, ADVANCE_EVENT_IDS));
+  await runPgClient(psqlArgs(restored.url, ADVANCE_FEED_POSITIONS));
   // The API migrates at start, as in production: the restored migration records must match the files.
   api = await bed.start('api', { DATABASE_URL: restored.url, MIGRATE_ON_START: 'true' });
 }
@@ -405,12 +409,35 @@ describe('a pg_dump restored into a fresh cluster, the same object store, an emp
     expect(other.status).toBe(201);
   }, 70_000);
 
-  test('a cursor given out after the backup point is refused, not read as the restored feed', async () => {
-    const refused = await get(t.E, `/v1/events?after=${before.lostCursorE}`);
+  test('a cursor from after the backup point reads every new event; one inside a lost set is refused', async () => {
+    // E's feed held one set before the backup (position 1) and one after it (2, lost): the consumer
+    // holds (3, 0). Restored, new sets are placed past the head moved on by 10^12 (ADVANCE_FEED_POSITIONS).
+    const lost = parseCursor(before.lostCursorE);
+    expect(lost).toEqual({ position: 3, index: 0 });
+    expect((await feedFrom(api.url!, t.E.key, before.lostCursorE)).events).toEqual([]);
+    const inside = formatCursor({ position: 2, index: 1 });
+    const refused = await get(t.E, `/v1/events?after=${inside}`);
     expect(refused.status).toBe(400);
     expect(refused.body.errors).toEqual([expect.objectContaining({ parameter: 'after' })]);
-    expect((await feedFrom(api.url!, t.E.key, before.cursorE)).events).toEqual([]);
-  });
+    for (let i = 0; i < 3; i++) {
+      const made = await call(api.url!, t.E.key, 'POST', '/v1/contacts', {
+        email: `e-new-${i}@example.com`,
+        brandIds: [ids.brandE],
+      });
+      expect(made.status).toBe(201);
+    }
+    const fresh = await eventually('the new events in the feed', async () => {
+      const { events } = await feedFrom(api.url!, t.E.key, before.cursorE);
+      return events.length === 3 ? events : undefined;
+    });
+    const emails = ['e-new-0@example.com', 'e-new-1@example.com', 'e-new-2@example.com'];
+    expect(fresh.map((e) => e.data.email)).toEqual(emails);
+    // Where the restored feed once placed its second and third sets, nothing is: the lost cursor skips none.
+    expect((await feedFrom(api.url!, t.E.key, before.lostCursorE)).events.map((e) => e.data.email)).toEqual(emails);
+    const [head] = await rsql!<{ sequenced_through: string }[]>`
+      select sequenced_through::text from event_feed_heads where account_id = ${t.E.id}`;
+    expect(Number(head!.sequenced_through)).toBe(1 + 1e12 + 3);
+  }, 70_000);
 
   test('the export made before the dump still downloads, its file unchanged', async () => {
     const e = (await get(t.A, `/v1/contact-exports/${ids.export}`)).body;
