@@ -5,8 +5,14 @@ import { ObjectReadError } from './store';
 export interface ResumableReadOptions {
   /** Silence in a body longer than this is a stalled connection: dropped and resumed. */
   idleMs: number;
-  /** Resumes in a row that bring no byte before the read fails (each one request, with the SDK's own retries). */
+  /** Resumes in a row that bring no byte before the read fails: as many requests, with `resumeClient`. */
   attempts: number;
+  /**
+   * The client of the Range GETs: one that makes one attempt per request (maxAttempts 1), since the
+   * resumes are this loop's retries. With the SDK's retries too, a store that stays down would take
+   * attempts × the SDK's attempts requests, each up to the request timeout, before the read fails.
+   */
+  resumeClient: S3Client;
 }
 
 /**
@@ -29,13 +35,13 @@ export async function resumableRead(
 ): Promise<Readable> {
   // identity: the stored bytes as they are. An object PUT with Content-Encoding: gzip is served with that
   // header, and an HTTP client that decodes it (Bun's fetch does) would hide the gzip the worker reads itself.
-  const get = (extra: { IfMatch?: string; Range?: string }) =>
-    client.send(new GetObjectCommand({ ...input, ResponseContentEncoding: 'identity', ...extra }));
-  const first = await get({ IfMatch: input.IfMatch });
+  const get = (via: S3Client, extra: { IfMatch?: string; Range?: string }) =>
+    via.send(new GetObjectCommand({ ...input, ResponseContentEncoding: 'identity', ...extra }));
+  const first = await get(client, { IfMatch: input.IfMatch });
   const size = first.ContentLength ?? 0;
   const etag = input.IfMatch ?? first.ETag;
   return Readable.from(
-    chunks(first, size, (at) => get({ IfMatch: etag, Range: `bytes=${at}-` }), input.Key, opts),
+    chunks(first, size, (at) => get(opts.resumeClient, { IfMatch: etag, Range: `bytes=${at}-` }), input.Key, opts),
     {
       objectMode: false,
     },

@@ -18,11 +18,14 @@ export class S3Store implements ObjectStore {
   readonly signer: S3Client;
   readonly bucket: string;
   private readonly faults: { requestTimeoutMs: number; maxAttempts: number };
+  /** A read's resumes: one attempt per request, the read retrying them itself (s3-read.ts). */
+  private readonly resumeClient: S3Client;
 
   constructor(config: S3Config) {
     this.bucket = config.bucket;
     this.faults = { requestTimeoutMs: config.requestTimeoutMs, maxAttempts: config.maxAttempts };
     this.client = s3Client(config, config.endpoint);
+    this.resumeClient = s3Client({ ...config, maxAttempts: 1 }, config.endpoint);
     this.signer = config.publicEndpoint ? s3Client(config, config.publicEndpoint) : this.client;
   }
 
@@ -51,7 +54,7 @@ export class S3Store implements ObjectStore {
       return await resumableRead(
         this.client,
         { Bucket: this.bucket, Key: key, IfMatch: etag },
-        { idleMs: this.faults.requestTimeoutMs, attempts: this.faults.maxAttempts },
+        { idleMs: this.faults.requestTimeoutMs, attempts: this.faults.maxAttempts, resumeClient: this.resumeClient },
       );
     } catch (e) {
       const status = statusOf(e);
