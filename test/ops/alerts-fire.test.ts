@@ -138,9 +138,11 @@ function traffic(): { stop(): Promise<void> } {
  * (`recovered()`, the mark's time), resolved; firing without a break until the recovery.
  */
 async function expectCycle(t: AlertTimeline, alert: string, since: number, recovered: () => number) {
-  // Already pending when the fault came (ImportStalled, see below): its cycle starts there.
-  const pending = t.active().get(alert) === 'pending' ? since : await t.waitFor(alert, 'pending', since);
-  const firing = await t.waitFor(alert, 'firing', pending);
+  // Already pending when the fault came (ImportStalled, see below): its cycle starts there. Its state
+  // at the fault, not now: waiting on another alert's cycle first, this one may have fired since.
+  const atFault = t.entries.filter((e) => e.alert === alert && e.at <= since).at(-1)?.state;
+  const pending = atFault === 'pending' || atFault === 'firing' ? since : await t.waitFor(alert, 'pending', since);
+  const firing = atFault === 'firing' ? since : await t.waitFor(alert, 'firing', pending);
   return {
     async resolved() {
       const resolved = await t.waitFor(alert, 'resolved', Math.max(firing, recovered()));
