@@ -142,9 +142,7 @@ export async function loadFile(
     }
     const output = await tail(`${base}.out`);
     // Started again only when the upsert did not commit: the account is as it was before this file.
-    const [{ written } = { written: -1 }] = await sql<{ written: number }[]>`
-      select count(*)::int as written from contacts
-       where account_id = ${accountId} and updated_at >= ${since}::timestamptz`;
+    const written = await writtenSince(sql, accountId, since);
     if (crashes < CRASH_RETRIES && isLoggerRaceCrash(output) && written === 0) {
       log(`[pgloader] ${label}: pgloader crashed (dimitri/pgloader#1380) after ${attempt.seconds.toFixed(2)} s; again`);
       continue;
@@ -249,8 +247,7 @@ export async function verifyLoad(
   rows: number[],
 ): Promise<number> {
   const label = `file ${file.variant ? 'B' : 'A'}${shapeOf(file).suffix}`;
-  const [{ n: upserted } = { n: -1 }] = await sql<{ n: number }[]>`
-    select count(*)::int as n from contacts where account_id = ${accountId} and updated_at >= ${since}::timestamptz`;
+  const upserted = await writtenSince(sql, accountId, since);
   if (upserted !== file.normal)
     throw new Error(
       `pgloader ${label}: the upsert wrote ${upserted} contacts, the file has ${file.normal} good emails`,
@@ -258,6 +255,13 @@ export async function verifyLoad(
   await expectContacts(sql, accountId, file.normal, `pgloader after ${label}`);
   await checkStaged(sql, shapeOf(file), file, rows);
   return upserted;
+}
+
+/** The account's contacts written (inserted or updated) at or after `since`, the database's clock. */
+async function writtenSince(sql: Sql, accountId: string, since: string): Promise<number> {
+  const [{ n } = { n: -1 }] = await sql<{ n: number }[]>`
+    select count(*)::int as n from contacts where account_id = ${accountId} and updated_at >= ${since}::timestamptz`;
+  return n;
 }
 
 /** `count` rows spread evenly over the file, its first and last among them; every row of a smaller file. */
